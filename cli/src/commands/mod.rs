@@ -1,0 +1,4 @@
+pub mod info;
+pub mod plugins;
+pub mod run;
+pub mod shared;

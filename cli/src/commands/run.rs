@@ -1,0 +1,103 @@
+//! `infer run`: one prompt in, streamed text (or one JSON object) out.
+
+use std::io::Write;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use infer_core::{GenerateConfig, Message, Registry};
+
+use super::shared::ModelArgs;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The prompt text.
+    #[arg(long, short, conflicts_with = "prompt_tokens")]
+    pub prompt: Option<String>,
+    /// The prompt as token ids, e.g. 1,2,3.
+    #[arg(long, value_delimiter = ',')]
+    pub prompt_tokens: Option<Vec<u32>>,
+    /// Wrap the prompt as a user message in the checkpoint's chat template.
+    #[arg(long)]
+    pub chat: bool,
+    #[arg(long, default_value_t = 128)]
+    pub max_tokens: usize,
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0.0)]
+    pub min_p: f32,
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Stop when the output contains this text (repeatable).
+    #[arg(long = "stop")]
+    pub stop_strings: Vec<String>,
+    /// Keep generating past end-of-sequence tokens.
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Print one JSON object {"tokens", "text", "metrics"} instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(registry: &Registry, args: RunArgs) -> Result<()> {
+    let cfg = GenerateConfig {
+        max_tokens: args.max_tokens,
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        repeat_penalty: args.repeat_penalty,
+        seed: args.seed,
+        stop_strings: args.stop_strings.clone(),
+        ignore_eos: args.ignore_eos,
+        ..Default::default()
+    };
+    if args.prompt.is_none() && args.prompt_tokens.is_none() {
+        bail!("give a prompt with --prompt TEXT or --prompt-tokens 1,2,3");
+    }
+    let model = registry
+        .load_model(&args.model.model, &args.model.load_config()?)
+        .with_context(|| format!("loading {}", args.model.model.display()))?;
+    let stream = match (&args.prompt, &args.prompt_tokens) {
+        (_, Some(ids)) => model.generate_ids(ids, &cfg)?,
+        (Some(p), None) if args.chat => model.chat(&[Message::user(p.clone())], &cfg)?,
+        (Some(p), None) => model.generate(p, &cfg)?,
+        (None, None) => unreachable!("checked above"),
+    };
+    let mut ids = Vec::new();
+    let mut text = String::new();
+    let mut out = std::io::stdout().lock();
+    for tok in stream {
+        let tok = tok?;
+        if !args.json {
+            out.write_all(tok.text.as_bytes())?;
+            out.flush()?;
+        }
+        ids.push(tok.id);
+        text.push_str(&tok.text);
+    }
+    let metrics = model.metrics();
+    if args.json {
+        let v = serde_json::json!({ "tokens": ids, "text": text, "metrics": metrics });
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(out)?;
+        eprintln!(
+            "[{} prompt tokens, {} generated; prefill {:.1} tok/s, decode {:.1} tok/s, ttft {:.0} ms]",
+            metrics.prompt_tokens,
+            metrics.generated_tokens,
+            metrics.prefill_tokens_per_sec,
+            metrics.decode_tokens_per_sec,
+            metrics.time_to_first_token.as_secs_f64() * 1e3
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! `infer`: run models, list plugins, inspect checkpoints.
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+// Built-in plugins register themselves through `inventory`; referencing the crates links them.
+use infer_backend_candle as _;
+use infer_llm as _;
+
+#[derive(Parser)]
+#[command(name = "infer", version, about = "Run LLMs and speech models on pluggable backends")]
+struct Cli {
+    /// Plugin configuration (default: $INFER_CONFIG, else the nearest plugins.toml).
+    #[arg(long, global = true, env = "INFER_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate text from a prompt.
+    Run(commands::run::RunArgs),
+    /// List backend and model plugins and where they come from.
+    Plugins(commands::plugins::PluginsArgs),
+    /// Print a model's facts.
+    Info(commands::info::InfoArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("INFER_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = (|| {
+        let registry = infer_core::Registry::discover(cli.config.as_deref())?;
+        match cli.command {
+            Command::Run(args) => commands::run::run(&registry, args),
+            Command::Plugins(args) => commands::plugins::run(&registry, args),
+            Command::Info(args) => commands::info::run(&registry, args),
+        }
+    })();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

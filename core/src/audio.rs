@@ -1,0 +1,112 @@
+//! Audio contracts: go-inference has no speech API, so these are ours. Implementations arrive
+//! with the audio model plugins (Qwen3-TTS, Voxtral TTS, Voxtral Realtime).
+
+use crate::text::types::CancelToken;
+use crate::Result;
+
+/// Mono PCM samples in [-1, 1] at `sample_rate`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Audio {
+    pub samples: Vec<f32>,
+    pub sample_rate: u32,
+}
+
+impl Audio {
+    pub fn duration_secs(&self) -> f64 {
+        if self.sample_rate == 0 {
+            0.0
+        } else {
+            self.samples.len() as f64 / self.sample_rate as f64
+        }
+    }
+}
+
+/// Who speaks: a named preset stored with the model, or a reference recording to clone.
+#[derive(Debug, Clone)]
+pub enum Voice {
+    Default,
+    Preset(String),
+    /// Cloning from reference audio; with its transcript, in-context cloning where supported.
+    Reference { audio: Audio, transcript: Option<String> },
+}
+
+#[derive(Debug, Clone)]
+pub struct SpeechOptions {
+    pub voice: Voice,
+    /// Language name or code; `None` lets the model decide.
+    pub language: Option<String>,
+    /// 0 is greedy.
+    pub temperature: f32,
+    pub top_k: usize,
+    pub top_p: f32,
+    pub repeat_penalty: f32,
+    pub seed: Option<u64>,
+    /// Upper bound on generated codec frames.
+    pub max_frames: usize,
+}
+
+impl Default for SpeechOptions {
+    fn default() -> Self {
+        SpeechOptions {
+            voice: Voice::Default,
+            language: None,
+            temperature: 0.9,
+            top_k: 50,
+            top_p: 1.0,
+            repeat_penalty: 1.05,
+            seed: None,
+            max_frames: 4096,
+        }
+    }
+}
+
+/// Measurements of one synthesis or transcription.
+#[derive(Debug, Clone, Default)]
+pub struct AudioMetrics {
+    pub audio_seconds: f64,
+    pub wall_seconds: f64,
+    /// wall / audio: below 1 is faster than real time.
+    pub real_time_factor: f64,
+    pub peak_memory_bytes: u64,
+}
+
+/// Text to speech. Audio arrives in chunks through `on_chunk` as the codec decodes them;
+/// returning `false` from it (or cancelling) stops synthesis.
+pub trait SpeechSynthesizer: Send + Sync {
+    fn sample_rate(&self) -> u32;
+    fn voices(&self) -> Vec<String>;
+    fn languages(&self) -> Vec<String>;
+    fn synthesize(
+        &self,
+        text: &str,
+        options: &SpeechOptions,
+        cancel: &CancelToken,
+        on_chunk: &mut dyn FnMut(&[f32]) -> bool,
+    ) -> Result<AudioMetrics>;
+}
+
+/// An incremental transcription: feed audio as it arrives, read text as it is decided.
+pub trait RecognitionSession: Send {
+    /// Adds samples (at the recognizer's sample rate) and returns newly decided text.
+    fn push_audio(&mut self, samples: &[f32]) -> Result<String>;
+    /// Flushes the remaining audio and returns the last text.
+    fn finish(&mut self) -> Result<String>;
+}
+
+/// Speech to text, offline and streaming.
+pub trait SpeechRecognizer: Send + Sync {
+    fn sample_rate(&self) -> u32;
+    fn transcribe(&self, audio: &Audio, language: Option<&str>) -> Result<String>;
+    fn start_session(&self, language: Option<&str>) -> Result<Box<dyn RecognitionSession + '_>>;
+}
+
+/// A neural audio codec: discrete codes <-> waveform.
+pub trait AudioCodec: Send + Sync {
+    fn sample_rate(&self) -> u32;
+    /// Code frames per second.
+    fn frame_rate(&self) -> f64;
+    fn num_codebooks(&self) -> usize;
+    /// Codes as `[frame][codebook]`.
+    fn encode(&self, audio: &Audio) -> Result<Vec<Vec<u32>>>;
+    fn decode(&self, codes: &[Vec<u32>]) -> Result<Audio>;
+}

@@ -1,0 +1,56 @@
+//! Recognising a checkpoint on disk: its format and the architecture it declares.
+
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckpointFormat {
+    /// A Hugging Face directory: config.json + safetensors.
+    Safetensors,
+    /// A single GGUF file.
+    Gguf,
+}
+
+#[derive(Debug, Clone)]
+pub struct CheckpointInfo {
+    pub path: PathBuf,
+    pub format: CheckpointFormat,
+    /// config.json's `model_type` (or GGUF `general.architecture`).
+    pub model_type: String,
+}
+
+impl CheckpointInfo {
+    pub fn inspect(path: &Path) -> Result<Self> {
+        if !path.exists() {
+            return Err(Error::config(path, "model path does not exist"));
+        }
+        if path.is_file() && path.extension().is_some_and(|e| e == "gguf") {
+            return Err(Error::unsupported(format!("{}: GGUF checkpoints are not supported yet", path.display())));
+        }
+        let dir = if path.is_dir() { path.to_path_buf() } else { path.parent().unwrap_or(Path::new(".")).to_path_buf() };
+        let cfg_path = dir.join("config.json");
+        if !cfg_path.exists() {
+            return Err(Error::config(&cfg_path, "not found (a model directory needs config.json)"));
+        }
+        let text = std::fs::read_to_string(&cfg_path).map_err(|e| Error::io(&cfg_path, e))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| Error::config(&cfg_path, format!("invalid JSON: {e}")))?;
+        let model_type = match v.get("model_type") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => {
+                return Err(Error::config(&cfg_path, format!("field model_type: expected a string, found {other}")))
+            }
+            None => from_architectures(&v)
+                .ok_or_else(|| Error::config(&cfg_path, "missing field model_type (and no architectures list)"))?,
+        };
+        Ok(CheckpointInfo { path: dir, format: CheckpointFormat::Safetensors, model_type })
+    }
+}
+
+/// `["Qwen3ForCausalLM"]` -> `qwen3`.
+fn from_architectures(v: &serde_json::Value) -> Option<String> {
+    let arch = v.get("architectures")?.as_array()?.first()?.as_str()?;
+    let base = arch.strip_suffix("ForCausalLM").unwrap_or(arch);
+    Some(base.to_ascii_lowercase())
+}

@@ -1,0 +1,101 @@
+//! `plugins.toml`: which plugin libraries to load, backend aliases and the default order.
+//!
+//! ```toml
+//! default_backends = ["candle"]        # tried in order when no backend is named
+//!
+//! [aliases]
+//! cpu = "candle"                       # an alias names a backend...
+//! cuda = { backend = "tch", device = "cuda" }   # ...and optionally a device
+//!
+//! [[plugin]]
+//! path = "target/release/libinfer_backend_tch.so"   # relative to this file
+//! optional = true                      # a missing file is skipped, not an error
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfig {
+    #[serde(default)]
+    pub default_backends: Vec<String>,
+    #[serde(default)]
+    pub aliases: BTreeMap<String, Alias>,
+    #[serde(default, rename = "plugin")]
+    pub plugins: Vec<PluginLibraryConfig>,
+    /// Directory relative plugin paths are resolved against (the config file's).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Alias {
+    Backend(String),
+    Target { backend: String, device: Option<String> },
+}
+
+impl Alias {
+    pub fn backend(&self) -> &str {
+        match self {
+            Alias::Backend(b) | Alias::Target { backend: b, .. } => b,
+        }
+    }
+    pub fn device(&self) -> Option<&str> {
+        match self {
+            Alias::Backend(_) => None,
+            Alias::Target { device, .. } => device.as_deref(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginLibraryConfig {
+    pub path: PathBuf,
+    #[serde(default)]
+    pub optional: bool,
+}
+
+impl PluginConfig {
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let mut cfg: PluginConfig =
+            toml::from_str(&text).map_err(|e| Error::config(path, e.to_string().trim_end().replace('\n', " ")))?;
+        cfg.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(cfg)
+    }
+
+    /// The library paths, resolved against the config file's directory.
+    pub fn library_paths(&self) -> impl Iterator<Item = (PathBuf, bool)> + '_ {
+        self.plugins.iter().map(|p| {
+            let path = if p.path.is_absolute() { p.path.clone() } else { self.base_dir.join(&p.path) };
+            (path, p.optional)
+        })
+    }
+
+    /// The configuration to use: `explicit` (e.g. `--config`), else `$INFER_CONFIG`, else a
+    /// `plugins.toml` in the current directory or its ancestors, else built-in defaults.
+    pub fn discover(explicit: Option<&Path>) -> Result<Self> {
+        if let Some(p) = explicit {
+            return Self::from_file(p);
+        }
+        if let Some(p) = std::env::var_os("INFER_CONFIG").filter(|v| !v.is_empty()) {
+            return Self::from_file(Path::new(&p));
+        }
+        let mut dir = std::env::current_dir().ok();
+        while let Some(d) = dir {
+            let candidate = d.join("plugins.toml");
+            if candidate.is_file() {
+                return Self::from_file(&candidate);
+            }
+            dir = d.parent().map(Path::to_path_buf);
+        }
+        Ok(Self::default())
+    }
+}

@@ -1,0 +1,45 @@
+//! infer-core: the contracts of the infer framework.
+//!
+//! - [`Backend`] / [`Tensor`] / [`Op`]: the tensor op set models are written against;
+//! - text models ([`TextModel`]) and the one generation loop that serves every architecture;
+//! - audio contracts ([`audio::SpeechSynthesizer`], [`audio::SpeechRecognizer`],
+//!   [`audio::AudioCodec`]);
+//! - [`Registry`]: built-in plugins (`inventory`) and plugin libraries (`abi_stable`) behind
+//!   one lookup, configured by `plugins.toml`.
+
+pub mod audio;
+pub mod backend;
+pub mod checkpoint;
+pub mod config;
+pub mod dtype;
+pub mod error;
+pub mod op;
+pub mod plugin;
+pub mod registry;
+pub mod tensor;
+pub mod text;
+pub mod weights;
+
+pub use backend::{Backend, BackendImpl, DeviceInfo, DeviceKind, MemoryStats, TensorImpl, TensorObj};
+pub use config::PluginConfig;
+pub use dtype::DType;
+pub use error::{catch_panic, Error, ErrorKind, FfiError, Result};
+pub use op::{BinaryOp, CmpOp, Op, ReduceOp, RopeLayout, UnaryOp};
+pub use plugin::{ModelKind, ModelLoadOptions};
+pub use registry::{Origin, Registry};
+pub use tensor::{AttentionOpts, Conv1dParams, Tensor};
+pub use text::causal_lm::{CausalLm, CausalLmBox};
+pub use text::kv_cache::{KvCache, LayerCache};
+pub use text::model::{TextModel, TokenStream};
+pub use text::tokenizer::{HfTokenizer, Tokenizer};
+pub use text::types::{
+    BatchResult, CancelToken, ClassifyResult, GenerateConfig, GenerateMetrics, LoadConfig, Message, ModelInfo, Token,
+};
+pub use weights::Weights;
+
+/// Re-exports the plugin macros rely on; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use abi_stable;
+    pub use inventory;
+}

@@ -1,0 +1,104 @@
+//! Plugin libraries: a cdylib exports one `abi_stable` root module listing the plugins it
+//! registered; the host loads it with abi_stable's version and layout checks.
+//!
+//! Libraries are never unloaded (abi_stable leaks them on purpose), so everything a plugin made
+//! — backends, tensors, models — stays valid for the life of the process.
+
+use std::path::Path;
+
+use abi_stable::{
+    declare_root_module_statics,
+    library::{lib_header_from_path, LibraryError, RootModule},
+    package_version_strings,
+    sabi_types::VersionStrings,
+    std_types::{RStr, RVec},
+    StableAbi,
+};
+
+use crate::plugin::{BackendPlugin, ModelPlugin};
+use crate::{Error, Result};
+
+/// The root module every plugin library exports.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = PluginLibraryRef)))]
+#[sabi(missing_field(panic))]
+pub struct PluginLibrary {
+    /// The library's crate name, for listings.
+    pub name: extern "C" fn() -> RStr<'static>,
+    pub backends: extern "C" fn() -> RVec<BackendPlugin>,
+    #[sabi(last_prefix_field)]
+    pub models: extern "C" fn() -> RVec<ModelPlugin>,
+}
+
+impl RootModule for PluginLibraryRef {
+    declare_root_module_statics! {PluginLibraryRef}
+    const BASE_NAME: &'static str = "infer_plugin";
+    const NAME: &'static str = "infer_plugin";
+    // infer-core's version: host and plugin must agree on it (0.x: same minor).
+    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+}
+
+/// Everything a loaded library provides.
+pub struct LoadedLibrary {
+    pub name: String,
+    pub backends: Vec<BackendPlugin>,
+    pub models: Vec<ModelPlugin>,
+}
+
+/// Opens the plugin library at `path`, checking its ABI against this build of infer-core.
+pub fn load_library(path: &Path) -> Result<LoadedLibrary> {
+    if !path.exists() {
+        return Err(Error::plugin(path, "file does not exist"));
+    }
+    let explain = |e: LibraryError| -> Error {
+        let msg = match &e {
+            LibraryError::OpenError { .. } => format!("cannot open as a shared library: {e}"),
+            LibraryError::GetSymbolError { .. } => {
+                "not an infer plugin: it exports no abi_stable root module (use infer_core::export_plugin_library!)".to_string()
+            }
+            LibraryError::InvalidAbiHeader(_) => format!("built with an incompatible abi_stable: {e}"),
+            LibraryError::IncompatibleVersionNumber { .. } => {
+                format!("built against another infer-core version: {e}")
+            }
+            LibraryError::AbiInstability(_) => {
+                format!("ABI mismatch: its plugin interface does not match this infer-core ({})", first_line(&e.to_string()))
+            }
+            _ => e.to_string(),
+        };
+        Error::plugin(path, msg)
+    };
+    let header = lib_header_from_path(path).map_err(explain)?;
+    let module = header.init_root_module::<PluginLibraryRef>().map_err(explain)?;
+    // These entry points only copy static descriptors (export_plugin_library!): they cannot panic.
+    let name = (module.name())().to_string();
+    let backends = (module.backends())().into_vec();
+    let models = (module.models())().into_vec();
+    Ok(LoadedLibrary { name, backends, models })
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s)
+}
+
+/// Exports this crate's registered plugins (everything it `register_*!`-ed) as a plugin
+/// library. Put it once in a `cdylib` crate.
+#[macro_export]
+macro_rules! export_plugin_library {
+    () => {
+        #[$crate::__private::abi_stable::export_root_module]
+        fn __infer_plugin_root() -> $crate::plugin::library::PluginLibraryRef {
+            use $crate::__private::abi_stable::{prefix_type::PrefixTypeTrait, std_types::RStr};
+            extern "C" fn name() -> RStr<'static> {
+                RStr::from_str(env!("CARGO_PKG_NAME"))
+            }
+            extern "C" fn backends() -> $crate::__private::abi_stable::std_types::RVec<$crate::plugin::BackendPlugin> {
+                $crate::plugin::builtin_backends().copied().collect()
+            }
+            extern "C" fn models() -> $crate::__private::abi_stable::std_types::RVec<$crate::plugin::ModelPlugin> {
+                $crate::plugin::builtin_models().copied().collect()
+            }
+            $crate::plugin::library::PluginLibrary { name, backends, models }.leak_into_prefix()
+        }
+    };
+}

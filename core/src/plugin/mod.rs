@@ -1,0 +1,162 @@
+//! Plugin declarations. A plugin is data: a static descriptor with `extern "C"` entry points,
+//! registered with `inventory` when built in, and listed by a library's root module when loaded
+//! from a shared library. Both arrive in the [`crate::Registry`] as the same descriptor.
+//!
+//! Write plugins with [`register_backend!`](crate::register_backend) and
+//! [`register_text_model!`](crate::register_text_model); a plugin library adds
+//! [`export_plugin_library!`](crate::export_plugin_library) once.
+
+pub mod library;
+
+use std::path::Path;
+
+use abi_stable::{
+    std_types::{RResult, RSlice, RStr},
+    StableAbi,
+};
+
+use crate::backend::BackendObj;
+use crate::text::causal_lm::CausalLmBox;
+use crate::{Backend, DType, FfiError};
+
+/// Options a model plugin receives when loading a checkpoint.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, StableAbi)]
+pub struct ModelLoadOptions {
+    /// Compute dtype for float weights.
+    pub dtype: DType,
+    /// Bound on cached positions (0 = unbounded).
+    pub context_len: usize,
+}
+
+/// A backend plugin: creates backend instances on a device (`cpu`, `cuda:0`, ...).
+#[repr(C)]
+#[derive(Clone, Copy, StableAbi)]
+pub struct BackendPlugin {
+    pub name: RStr<'static>,
+    pub version: RStr<'static>,
+    pub description: RStr<'static>,
+    /// Device kinds it can drive, e.g. `["cpu"]` or `["cpu", "cuda"]`.
+    pub devices: RSlice<'static, RStr<'static>>,
+    /// Whether the backend can run on this machine now (its native libraries are present, ...).
+    pub available: extern "C" fn() -> bool,
+    /// Creates an instance on `device` (empty: the backend's default device).
+    pub create: extern "C" fn(device: RStr<'_>) -> RResult<BackendObj, FfiError>,
+}
+
+/// What kind of model a model plugin loads.
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, StableAbi)]
+pub enum ModelKind {
+    Text,
+    SpeechSynthesis,
+    SpeechRecognition,
+}
+
+/// A model plugin: loads checkpoints whose `model_type` (config.json) or GGUF
+/// `general.architecture` is one of `architectures`.
+#[repr(C)]
+#[derive(Clone, Copy, StableAbi)]
+pub struct ModelPlugin {
+    pub name: RStr<'static>,
+    pub version: RStr<'static>,
+    pub description: RStr<'static>,
+    pub kind: ModelKind,
+    pub architectures: RSlice<'static, RStr<'static>>,
+    /// Loads a text model from `path` (a checkpoint directory or file) onto `backend`.
+    pub load_text: extern "C" fn(
+        path: RStr<'_>,
+        backend: &Backend,
+        options: &ModelLoadOptions,
+    ) -> RResult<CausalLmBox, FfiError>,
+}
+
+inventory::collect!(BackendPlugin);
+inventory::collect!(ModelPlugin);
+
+/// Built-in backend plugins linked into this binary (or into this plugin library).
+pub fn builtin_backends() -> impl Iterator<Item = &'static BackendPlugin> {
+    inventory::iter::<BackendPlugin>.into_iter()
+}
+
+/// Built-in model plugins linked into this binary (or into this plugin library).
+pub fn builtin_models() -> impl Iterator<Item = &'static ModelPlugin> {
+    inventory::iter::<ModelPlugin>.into_iter()
+}
+
+/// Helper for the generated entry points: a `&str` path from the FFI string.
+pub fn ffi_path(path: RStr<'_>) -> &Path {
+    Path::new(path.as_str())
+}
+
+/// Registers a backend plugin. `$create` is a Rust `fn(&str) -> infer_core::Result<B>` where
+/// `B: BackendImpl`; `$available` a `fn() -> bool`. Panics inside become errors.
+#[macro_export]
+macro_rules! register_backend {
+    (
+        name: $name:literal,
+        description: $desc:literal,
+        devices: [$($dev:literal),* $(,)?],
+        available: $available:path,
+        create: $create:path $(,)?
+    ) => {
+        const _: () = {
+            use $crate::__private::abi_stable::std_types::{RResult, RStr};
+            extern "C" fn available() -> bool {
+                ::std::panic::catch_unwind($available).unwrap_or(false)
+            }
+            extern "C" fn create(device: RStr<'_>) -> RResult<$crate::backend::BackendObj, $crate::FfiError> {
+                $crate::backend::ffi_result(concat!("backend ", $name, " create"), || {
+                    let b = $create(device.as_str())?;
+                    Ok($crate::backend::BackendImpl_TO::from_value(b, $crate::__private::abi_stable::sabi_trait::TD_Opaque))
+                })
+            }
+            $crate::__private::inventory::submit! {
+                $crate::plugin::BackendPlugin {
+                    name: RStr::from_str($name),
+                    version: RStr::from_str(env!("CARGO_PKG_VERSION")),
+                    description: RStr::from_str($desc),
+                    devices: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($dev)),*]),
+                    available,
+                    create,
+                }
+            }
+        };
+    };
+}
+
+/// Registers a text model plugin. `$load` is a Rust
+/// `fn(&Path, &Backend, &ModelLoadOptions) -> infer_core::Result<M>` where `M: CausalLm`.
+#[macro_export]
+macro_rules! register_text_model {
+    (
+        name: $name:literal,
+        description: $desc:literal,
+        architectures: [$($arch:literal),* $(,)?],
+        load: $load:path $(,)?
+    ) => {
+        const _: () = {
+            use $crate::__private::abi_stable::std_types::{RResult, RStr};
+            extern "C" fn load_text(
+                path: RStr<'_>,
+                backend: &$crate::Backend,
+                options: &$crate::plugin::ModelLoadOptions,
+            ) -> RResult<$crate::text::causal_lm::CausalLmBox, $crate::FfiError> {
+                $crate::backend::ffi_result(concat!("model plugin ", $name, " load"), || {
+                    let m = $load($crate::plugin::ffi_path(path), backend, options)?;
+                    Ok($crate::text::causal_lm::CausalLm_TO::from_value(m, $crate::__private::abi_stable::sabi_trait::TD_Opaque))
+                })
+            }
+            $crate::__private::inventory::submit! {
+                $crate::plugin::ModelPlugin {
+                    name: RStr::from_str($name),
+                    version: RStr::from_str(env!("CARGO_PKG_VERSION")),
+                    description: RStr::from_str($desc),
+                    kind: $crate::plugin::ModelKind::Text,
+                    architectures: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($arch)),*]),
+                    load_text,
+                }
+            }
+        };
+    };
+}

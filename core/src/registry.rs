@@ -1,0 +1,248 @@
+//! The registry: every backend and model plugin, built in or loaded from a library, behind one
+//! lookup. Host applications and the CLI get theirs from [`Registry::from_config`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::backend::lift;
+use crate::checkpoint::CheckpointInfo;
+use crate::config::PluginConfig;
+use crate::plugin::{self, library, BackendPlugin, ModelKind, ModelLoadOptions, ModelPlugin};
+use crate::text::engine::LlmEngine;
+use crate::text::model::TextModel;
+use crate::text::tokenizer::{tokenizer_dir, HfTokenizer};
+use crate::text::types::LoadConfig;
+use crate::{Backend, DType, Error, Result};
+
+/// Where a plugin came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    BuiltIn,
+    Library(PathBuf),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::BuiltIn => f.write_str("built in"),
+            Origin::Library(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct BackendEntry {
+    pub plugin: BackendPlugin,
+    pub origin: Origin,
+}
+
+#[derive(Clone)]
+pub struct ModelEntry {
+    pub plugin: ModelPlugin,
+    pub origin: Origin,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    backends: Vec<BackendEntry>,
+    models: Vec<ModelEntry>,
+    config: PluginConfig,
+    /// Live backend instances by (name, device), shared by every model loaded on them.
+    instances: Mutex<HashMap<(String, String), Backend>>,
+}
+
+impl Registry {
+    /// A registry with nothing in it.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// The plugins linked into this binary.
+    pub fn builtin() -> Result<Self> {
+        let mut r = Self::empty();
+        for p in plugin::builtin_backends() {
+            r.register_backend(*p, Origin::BuiltIn)?;
+        }
+        for p in plugin::builtin_models() {
+            r.register_model(*p, Origin::BuiltIn)?;
+        }
+        Ok(r)
+    }
+
+    /// Built-in plugins plus the libraries `config` lists, with its aliases and defaults.
+    pub fn from_config(config: PluginConfig) -> Result<Self> {
+        let mut r = Self::builtin()?;
+        for (path, optional) in config.library_paths().collect::<Vec<_>>() {
+            if optional && !path.exists() {
+                tracing::debug!("optional plugin library {} not present", path.display());
+                continue;
+            }
+            r.load_library(&path)?;
+        }
+        r.config = config;
+        Ok(r)
+    }
+
+    /// [`Registry::from_config`] with the configuration found by [`PluginConfig::discover`].
+    pub fn discover(config_path: Option<&Path>) -> Result<Self> {
+        Self::from_config(PluginConfig::discover(config_path)?)
+    }
+
+    pub fn config(&self) -> &PluginConfig {
+        &self.config
+    }
+
+    pub fn register_backend(&mut self, plugin: BackendPlugin, origin: Origin) -> Result<()> {
+        if let Some(prev) = self.backends.iter().find(|e| e.plugin.name == plugin.name) {
+            return Err(duplicate("backend", plugin.name.as_str(), &prev.origin, &origin));
+        }
+        self.backends.push(BackendEntry { plugin, origin });
+        Ok(())
+    }
+
+    pub fn register_model(&mut self, plugin: ModelPlugin, origin: Origin) -> Result<()> {
+        if let Some(prev) = self.models.iter().find(|e| e.plugin.name == plugin.name) {
+            return Err(duplicate("model plugin", plugin.name.as_str(), &prev.origin, &origin));
+        }
+        self.models.push(ModelEntry { plugin, origin });
+        Ok(())
+    }
+
+    /// Loads a plugin library and registers everything it exports.
+    pub fn load_library(&mut self, path: &Path) -> Result<()> {
+        let lib = library::load_library(path)?;
+        let origin = Origin::Library(path.to_path_buf());
+        for b in lib.backends {
+            self.register_backend(b, origin.clone()).map_err(|e| Error::plugin(path, e.to_string()))?;
+        }
+        for m in lib.models {
+            self.register_model(m, origin.clone()).map_err(|e| Error::plugin(path, e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    pub fn backends(&self) -> &[BackendEntry] {
+        &self.backends
+    }
+
+    pub fn models(&self) -> &[ModelEntry] {
+        &self.models
+    }
+
+    fn backend_names(&self) -> String {
+        let mut names: Vec<String> = self.backends.iter().map(|b| b.plugin.name.to_string()).collect();
+        names.extend(self.config.aliases.keys().cloned());
+        names.extend(["cpu", "cuda", "metal"].map(String::from));
+        names.sort();
+        names.dedup();
+        names.join(", ")
+    }
+
+    /// Resolves a backend name or alias to (plugin, device).
+    fn resolve(&self, name: &str) -> Result<(&BackendEntry, Option<String>)> {
+        if let Some(e) = self.backends.iter().find(|e| e.plugin.name == name) {
+            return Ok((e, None));
+        }
+        if let Some(alias) = self.config.aliases.get(name) {
+            let e = self.backends.iter().find(|e| e.plugin.name == alias.backend()).ok_or_else(|| {
+                Error::UnknownBackend {
+                    name: format!("{} (alias {name})", alias.backend()),
+                    known: format!("{}; load its plugin library in plugins.toml", self.backend_names()),
+                }
+            })?;
+            return Ok((e, alias.device().map(String::from)));
+        }
+        // A device kind names the first available backend that drives it.
+        if let Some(e) = self
+            .backends
+            .iter()
+            .find(|e| e.plugin.devices.iter().any(|d| d.as_str() == name) && (e.plugin.available)())
+        {
+            return Ok((e, Some(name.to_string())));
+        }
+        Err(Error::UnknownBackend { name: name.to_string(), known: self.backend_names() })
+    }
+
+    /// A backend instance by name or alias (`None`: the default), on `device` (`None`: the
+    /// alias's device or the backend's default).
+    pub fn backend(&self, name: Option<&str>, device: Option<&str>) -> Result<Backend> {
+        let (entry, alias_device) = match name {
+            Some(n) => self.resolve(n)?,
+            None => (self.default_entry()?, None),
+        };
+        let device = device.map(String::from).or(alias_device).unwrap_or_default();
+        let key = (entry.plugin.name.to_string(), device.clone());
+        let mut instances = self.instances.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = instances.get(&key) {
+            return Ok(b.clone());
+        }
+        if !(entry.plugin.available)() {
+            return Err(Error::backend(format!(
+                "backend `{}` ({}) is not available on this machine",
+                entry.plugin.name, entry.origin
+            )));
+        }
+        let obj = lift((entry.plugin.create)(device.as_str().into()))?;
+        let b = Backend::new(obj);
+        instances.insert(key, b.clone());
+        Ok(b)
+    }
+
+    /// Shorthand for `backend(Some(name), None)`.
+    pub fn get(&self, name: &str) -> Result<Backend> {
+        self.backend(Some(name), None)
+    }
+
+    /// The first available backend in the configured order (else registration order).
+    pub fn default_backend(&self) -> Result<Backend> {
+        self.backend(None, None)
+    }
+
+    fn default_entry(&self) -> Result<&BackendEntry> {
+        let ordered = self.config.default_backends.iter().filter_map(|n| self.resolve(n).ok().map(|(e, _)| e));
+        ordered
+            .chain(self.backends.iter())
+            .find(|e| (e.plugin.available)())
+            .ok_or_else(|| Error::backend("no backend is available (none built in, none loaded)"))
+    }
+
+    /// The model plugin that handles `model_type`.
+    pub fn model_plugin(&self, kind: ModelKind, model_type: &str) -> Result<&ModelEntry> {
+        self.models
+            .iter()
+            .filter(|m| m.plugin.kind == kind)
+            .find(|m| m.plugin.architectures.iter().any(|a| a.as_str() == model_type))
+            .ok_or_else(|| {
+                let mut known: Vec<&str> = self
+                    .models
+                    .iter()
+                    .filter(|m| m.plugin.kind == kind)
+                    .flat_map(|m| m.plugin.architectures.iter().map(|a| a.as_str()))
+                    .collect();
+                known.sort_unstable();
+                Error::UnknownModelType { model_type: model_type.to_string(), known: known.join(", ") }
+            })
+    }
+
+    /// Loads a text model: picks the plugin from the checkpoint's `model_type`, the backend
+    /// from `cfg`, and wraps the result in the shared generation loop.
+    pub fn load_model(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn TextModel>> {
+        if let Some(adapter) = &cfg.adapter_path {
+            return Err(Error::unsupported(format!("LoRA adapters ({adapter}) are not supported yet")));
+        }
+        let ckpt = CheckpointInfo::inspect(path)?;
+        let entry = self.model_plugin(ModelKind::Text, &ckpt.model_type)?;
+        let tokenizer = HfTokenizer::from_dir(&tokenizer_dir(&ckpt.path))?;
+        let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
+        let options = ModelLoadOptions { dtype: cfg.dtype.unwrap_or(DType::F32), context_len: cfg.context_len };
+        let path_str = ckpt.path.to_string_lossy();
+        let lm = lift((entry.plugin.load_text)(path_str.as_ref().into(), &backend, &options))?;
+        let add_bos = tokenizer.adds_bos();
+        Ok(Box::new(LlmEngine::new(lm, Arc::new(tokenizer), backend, &ckpt.model_type, cfg.context_len, add_bos)))
+    }
+}
+
+fn duplicate(what: &str, name: &str, first: &Origin, second: &Origin) -> Error {
+    Error::backend(format!("two plugins claim the {what} name `{name}`: {first} and {second}"))
+}

@@ -1,0 +1,11 @@
+//! Text generation: the `TextModel` API, the `CausalLm` plugin contract, tokenizers, chat
+//! templates, KV caches, sampling and the generation loop.
+
+pub mod causal_lm;
+pub mod chat_template;
+pub mod engine;
+pub mod kv_cache;
+pub mod model;
+pub mod sampling;
+pub mod tokenizer;
+pub mod types;

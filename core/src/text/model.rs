@@ -1,0 +1,66 @@
+//! `TextModel`: what a host application calls (mirrors go-inference's TextModel).
+
+use crate::text::tokenizer::Tokenizer;
+use crate::text::types::{
+    BatchResult, CancelToken, ClassifyResult, GenerateConfig, GenerateMetrics, Message, ModelInfo, Token,
+};
+use crate::Result;
+
+pub trait TextModel: Send + Sync {
+    /// Streams the continuation of `prompt` (encoded with the model's BOS convention).
+    fn generate(&self, prompt: &str, cfg: &GenerateConfig) -> Result<TokenStream<'_>>;
+    /// Streams the continuation of already-tokenized input.
+    fn generate_ids(&self, prompt: &[u32], cfg: &GenerateConfig) -> Result<TokenStream<'_>>;
+    /// Formats `messages` with the checkpoint's chat template and streams the assistant's reply.
+    fn chat(&self, messages: &[Message], cfg: &GenerateConfig) -> Result<TokenStream<'_>>;
+    /// One batched prefill; samples (per `cfg`) the next token of each prompt.
+    fn classify(&self, prompts: &[&str], cfg: &GenerateConfig, return_logits: bool) -> Result<Vec<ClassifyResult>>;
+    /// Generates for several prompts at once, one forward per step for the whole batch.
+    fn batch_generate(&self, prompts: &[&str], cfg: &GenerateConfig) -> Result<Vec<BatchResult>>;
+    /// Metrics of the most recent completed operation.
+    fn metrics(&self) -> GenerateMetrics;
+    fn info(&self) -> ModelInfo;
+    /// The checkpoint's architecture name, e.g. `qwen3`.
+    fn model_type(&self) -> &str;
+    fn tokenizer(&self) -> &dyn Tokenizer;
+    /// Releases weights and caches now rather than at drop.
+    fn close(&mut self);
+}
+
+/// A stream of generated tokens. Dropping it stops generation; so does its [`CancelToken`],
+/// from any thread. After the stream ends, `error()` tells why it ended early, if it did.
+pub struct TokenStream<'a> {
+    inner: Box<dyn Iterator<Item = Result<Token>> + Send + 'a>,
+    cancel: CancelToken,
+}
+
+impl<'a> TokenStream<'a> {
+    pub fn new(inner: Box<dyn Iterator<Item = Result<Token>> + Send + 'a>, cancel: CancelToken) -> Self {
+        TokenStream { inner, cancel }
+    }
+
+    pub fn cancel_token(&self) -> CancelToken {
+        self.cancel.clone()
+    }
+
+    /// Drains the stream into its tokens.
+    pub fn collect_tokens(self) -> Result<Vec<Token>> {
+        self.collect()
+    }
+
+    /// Drains the stream into the generated text.
+    pub fn collect_text(self) -> Result<String> {
+        let mut s = String::new();
+        for t in self {
+            s.push_str(&t?.text);
+        }
+        Ok(s)
+    }
+}
+
+impl Iterator for TokenStream<'_> {
+    type Item = Result<Token>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next()
+    }
+}

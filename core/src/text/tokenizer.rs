@@ -1,0 +1,187 @@
+//! The tokenizer contract and its Hugging Face `tokenizer.json` implementation.
+
+use std::path::{Path, PathBuf};
+
+use crate::text::chat_template::ChatTemplate;
+use crate::{Error, Result};
+
+/// Encodes text to ids and back. Special tokens written in the text (`<|im_start|>`) are
+/// recognised as single ids.
+pub trait Tokenizer: Send + Sync {
+    /// Token ids of `text`; `add_bos` prepends the beginning-of-sequence id when the model has one.
+    fn encode(&self, text: &str, add_bos: bool) -> Result<Vec<u32>>;
+    fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String>;
+    fn vocab_size(&self) -> usize;
+    fn token_to_id(&self, token: &str) -> Option<u32>;
+    fn id_to_token(&self, id: u32) -> Option<String>;
+    fn bos_id(&self) -> Option<u32>;
+    /// Ids that end a turn (eos, end-of-turn markers).
+    fn eos_ids(&self) -> &[u32];
+    fn chat_template(&self) -> Option<&ChatTemplate>;
+}
+
+/// `tokenizer.json` plus the special-token facts from `tokenizer_config.json`,
+/// `generation_config.json` and `config.json` next to it.
+pub struct HfTokenizer {
+    inner: tokenizers::Tokenizer,
+    bos: Option<u32>,
+    add_bos: bool,
+    eos: Vec<u32>,
+    template: Option<ChatTemplate>,
+}
+
+impl HfTokenizer {
+    /// Loads the tokenizer of the checkpoint directory `dir`.
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let path = dir.join("tokenizer.json");
+        if !path.exists() {
+            return Err(Error::config(&path, "tokenizer.json not found (the checkpoint must ship its tokenizer)"));
+        }
+        let inner = tokenizers::Tokenizer::from_file(&path)
+            .map_err(|e| Error::config(&path, format!("cannot parse tokenizer: {e}")))?;
+        let tok_cfg = read_json_opt(&dir.join("tokenizer_config.json"))?;
+        let gen_cfg = read_json_opt(&dir.join("generation_config.json"))?;
+        let model_cfg = read_json_opt(&dir.join("config.json"))?;
+
+        let lookup = |v: &serde_json::Value| -> Option<u32> {
+            match v {
+                serde_json::Value::String(s) => inner.token_to_id(s),
+                serde_json::Value::Object(o) => o.get("content").and_then(|c| c.as_str()).and_then(|s| inner.token_to_id(s)),
+                serde_json::Value::Number(n) => n.as_u64().map(|n| n as u32),
+                _ => None,
+            }
+        };
+        let field = |key: &str| -> Vec<&serde_json::Value> {
+            [&tok_cfg, &gen_cfg, &model_cfg].into_iter().flatten().filter_map(|c| c.get(key)).collect()
+        };
+
+        let bos = field("bos_token").into_iter().chain(field("bos_token_id")).find_map(lookup);
+        let add_bos = tok_cfg.as_ref().and_then(|c| c.get("add_bos_token")).and_then(|v| v.as_bool()).unwrap_or(false);
+        let mut eos = Vec::new();
+        for v in field("eos_token_id").into_iter().chain(field("eos_token")) {
+            match v {
+                serde_json::Value::Array(items) => eos.extend(items.iter().filter_map(lookup)),
+                other => eos.extend(lookup(other)),
+            }
+        }
+        eos.sort_unstable();
+        eos.dedup();
+
+        let template = match tok_cfg.as_ref().and_then(|c| c.get("chat_template")) {
+            Some(serde_json::Value::String(src)) => Some(ChatTemplate::new(src.clone(), &inner_token(&inner, bos), &inner_token(&inner, eos.first().copied()))?),
+            _ => {
+                let jinja = dir.join("chat_template.jinja");
+                if jinja.exists() {
+                    let src = std::fs::read_to_string(&jinja).map_err(|e| Error::io(&jinja, e))?;
+                    Some(ChatTemplate::new(src, &inner_token(&inner, bos), &inner_token(&inner, eos.first().copied()))?)
+                } else {
+                    None
+                }
+            }
+        };
+        Ok(HfTokenizer { inner, bos, add_bos, eos, template })
+    }
+
+    pub fn inner(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+
+    /// Whether the checkpoint asks for a BOS id at the start of every prompt.
+    pub fn adds_bos(&self) -> bool {
+        self.add_bos
+    }
+}
+
+fn inner_token(t: &tokenizers::Tokenizer, id: Option<u32>) -> String {
+    id.and_then(|i| t.id_to_token(i)).unwrap_or_default()
+}
+
+fn read_json_opt(path: &Path) -> Result<Option<serde_json::Value>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str(&text).map(Some).map_err(|e| Error::config(path, format!("invalid JSON: {e}")))
+}
+
+impl Tokenizer for HfTokenizer {
+    fn encode(&self, text: &str, add_bos: bool) -> Result<Vec<u32>> {
+        let enc = self.inner.encode(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let mut ids = Vec::with_capacity(enc.len() + 1);
+        if add_bos {
+            if let Some(b) = self.bos {
+                ids.push(b);
+            }
+        }
+        ids.extend_from_slice(enc.get_ids());
+        Ok(ids)
+    }
+
+    fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String> {
+        self.inner.decode(ids, skip_special).map_err(|e| Error::Tokenizer(e.to_string()))
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
+    fn bos_id(&self) -> Option<u32> {
+        self.bos
+    }
+
+    fn eos_ids(&self) -> &[u32] {
+        &self.eos
+    }
+
+    fn chat_template(&self) -> Option<&ChatTemplate> {
+        self.template.as_ref()
+    }
+}
+
+/// Turns a growing id sequence into text increments without splitting multi-byte characters
+/// (the prefix/read offset scheme used by text-generation servers).
+pub struct StreamDecoder {
+    ids: Vec<u32>,
+    prefix_offset: usize,
+    read_offset: usize,
+}
+
+impl Default for StreamDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StreamDecoder {
+    pub fn new() -> Self {
+        StreamDecoder { ids: Vec::new(), prefix_offset: 0, read_offset: 0 }
+    }
+
+    /// Adds `id`; returns the text it completes (possibly empty while a character is partial).
+    pub fn push(&mut self, tok: &dyn Tokenizer, id: u32) -> Result<String> {
+        self.ids.push(id);
+        let prefix = tok.decode(&self.ids[self.prefix_offset..self.read_offset], false)?;
+        let full = tok.decode(&self.ids[self.prefix_offset..], false)?;
+        if full.len() > prefix.len() && !full.ends_with('\u{FFFD}') && full.is_char_boundary(prefix.len()) {
+            let delta = full[prefix.len()..].to_string();
+            self.prefix_offset = self.read_offset;
+            self.read_offset = self.ids.len();
+            Ok(delta)
+        } else {
+            Ok(String::new())
+        }
+    }
+}
+
+/// Where a checkpoint's tokenizer files live (the directory, or a GGUF file's metadata).
+pub fn tokenizer_dir(path: &Path) -> PathBuf {
+    if path.is_dir() { path.to_path_buf() } else { path.parent().map(Path::to_path_buf).unwrap_or_default() }
+}

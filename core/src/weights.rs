@@ -1,0 +1,181 @@
+//! Checkpoint weights: memory-mapped safetensors (one file or shards with
+//! `model.safetensors.index.json`) handed to a backend tensor by tensor, by name.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use crate::{Backend, DType, Error, Result, Tensor};
+
+struct Entry {
+    file: usize,
+    dtype: DType,
+    shape: Vec<usize>,
+    /// Byte range inside the file.
+    start: usize,
+    end: usize,
+}
+
+struct Store {
+    files: Vec<(PathBuf, Mmap)>,
+    entries: HashMap<String, Entry>,
+}
+
+/// Named weights of one checkpoint bound to a backend and a compute dtype. Cloning is cheap;
+/// [`Weights::pp`] narrows to a name prefix, as blocks fetch their own weights.
+#[derive(Clone)]
+pub struct Weights {
+    store: Arc<Store>,
+    backend: Backend,
+    dtype: DType,
+    prefix: String,
+}
+
+impl Weights {
+    /// Opens every safetensors file of the checkpoint directory `dir`.
+    pub fn from_dir(dir: &Path, backend: &Backend, dtype: DType) -> Result<Self> {
+        let files = safetensors_files(dir)?;
+        let mut store = Store { files: Vec::new(), entries: HashMap::new() };
+        for path in files {
+            let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+            // SAFETY: the mapping is read-only; a checkpoint modified while loaded is undefined
+            // behaviour, as for every mmap-based loader.
+            let mmap = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+            let idx = store.files.len();
+            index_file(&path, &mmap, idx, &mut store.entries)?;
+            store.files.push((path, mmap));
+        }
+        Ok(Weights { store: Arc::new(store), backend: backend.clone(), dtype, prefix: String::new() })
+    }
+
+    /// The same weights under `prefix.` (e.g. `model.layers.3`).
+    pub fn pp(&self, prefix: impl std::fmt::Display) -> Self {
+        let prefix = if self.prefix.is_empty() { prefix.to_string() } else { format!("{}.{prefix}", self.prefix) };
+        Weights { prefix, ..self.clone() }
+    }
+
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The float dtype weights are converted to.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    fn full_name(&self, name: &str) -> String {
+        if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", self.prefix)
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.store.entries.contains_key(&self.full_name(name))
+    }
+
+    /// All tensor names in the checkpoint.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.store.entries.keys().map(String::as_str)
+    }
+
+    /// The tensor `name`, float types converted to the compute dtype.
+    pub fn get(&self, name: &str) -> Result<Tensor> {
+        let full = self.full_name(name);
+        let e = self.store.entries.get(&full).ok_or_else(|| {
+            let dir = self.store.files.first().and_then(|f| f.0.parent()).unwrap_or(Path::new("."));
+            Error::checkpoint(dir, format!("missing tensor `{full}`"))
+        })?;
+        let (path, mmap) = &self.store.files[e.file];
+        let t = Tensor::from_bytes(&self.backend, &mmap[e.start..e.end], e.dtype, &e.shape)
+            .map_err(|err| Error::checkpoint(path, format!("tensor `{full}`: {err}")))?;
+        if e.dtype.is_float() && e.dtype != self.dtype {
+            t.to_dtype(self.dtype)
+        } else {
+            Ok(t)
+        }
+    }
+
+    /// Like [`Weights::get`], checking the shape.
+    pub fn get_shaped(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let t = self.get(name)?;
+        if t.dims() != shape {
+            let path = &self.store.files[self.store.entries[&self.full_name(name)].file].0;
+            return Err(Error::checkpoint(
+                path,
+                format!("tensor `{}` has shape {:?}, the config implies {shape:?}", self.full_name(name), t.dims()),
+            ));
+        }
+        Ok(t)
+    }
+}
+
+/// The safetensors files of `dir`: the shards named by the index, or `model.safetensors`, or
+/// every `*.safetensors` file.
+fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let index = dir.join("model.safetensors.index.json");
+    if index.exists() {
+        let text = std::fs::read_to_string(&index).map_err(|e| Error::io(&index, e))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| Error::checkpoint(&index, format!("invalid JSON: {e}")))?;
+        let map = v
+            .get("weight_map")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| Error::checkpoint(&index, "missing object `weight_map`"))?;
+        let mut files: Vec<String> = map.values().filter_map(|f| f.as_str().map(String::from)).collect();
+        files.sort();
+        files.dedup();
+        return Ok(files.into_iter().map(|f| dir.join(f)).collect());
+    }
+    let single = dir.join("model.safetensors");
+    if single.exists() {
+        return Ok(vec![single]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::checkpoint(dir, "no *.safetensors weights found"));
+    }
+    Ok(files)
+}
+
+fn index_file(path: &Path, bytes: &[u8], file: usize, out: &mut HashMap<String, Entry>) -> Result<()> {
+    let bad = |m: String| Error::checkpoint(path, m);
+    let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes)
+        .map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
+    let data_start = 8 + header_len;
+    let data_len = bytes.len() - data_start;
+    for (name, info) in meta.tensors() {
+        let dtype = convert_dtype(info.dtype).ok_or_else(|| bad(format!("tensor `{name}` has unsupported dtype {:?}", info.dtype)))?;
+        let (s, e) = info.data_offsets;
+        if e > data_len || s > e {
+            return Err(bad(format!("tensor `{name}` ends at byte {e} but the data section has {data_len} bytes (truncated file?)")));
+        }
+        let numel: usize = info.shape.iter().product();
+        if dtype.storage_bytes(numel) != e - s {
+            return Err(bad(format!("tensor `{name}`: {} bytes for shape {:?} {dtype}", e - s, info.shape)));
+        }
+        out.insert(name, Entry { file, dtype, shape: info.shape.clone(), start: data_start + s, end: data_start + e });
+    }
+    Ok(())
+}
+
+fn convert_dtype(d: safetensors::Dtype) -> Option<DType> {
+    use safetensors::Dtype as S;
+    Some(match d {
+        S::F32 => DType::F32,
+        S::F16 => DType::F16,
+        S::BF16 => DType::BF16,
+        S::U8 => DType::U8,
+        S::U32 => DType::U32,
+        S::I64 => DType::I64,
+        _ => return None,
+    })
+}

@@ -1,0 +1,70 @@
+//! Multi-head self-attention with grouped-query K/V, optional per-head q/k RMSNorm (Qwen3,
+//! Gemma 3) and a KV cache.
+
+use infer_core::{AttentionOpts, LayerCache, Result, Tensor, Weights};
+
+use crate::layers::{Linear, RmsNorm, Rotary};
+
+pub struct AttentionConfig {
+    pub hidden: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    /// q/k/v projections carry biases (Qwen2).
+    pub qkv_bias: bool,
+    /// Per-head RMSNorm of q and k before RoPE, with this eps (Qwen3, Gemma 3).
+    pub qk_norm_eps: Option<f64>,
+    /// Score scale, usually 1/sqrt(head_dim).
+    pub scale: f32,
+    /// Sliding window (0: global attention).
+    pub window: usize,
+}
+
+pub struct SelfAttention {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
+    cfg: AttentionConfig,
+}
+
+impl SelfAttention {
+    pub fn load(w: &Weights, cfg: AttentionConfig) -> Result<Self> {
+        let (h, d) = (cfg.hidden, cfg.head_dim);
+        let norm = |name: &str| cfg.qk_norm_eps.map(|eps| RmsNorm::load(&w.pp(name), d, eps)).transpose();
+        Ok(SelfAttention {
+            q: Linear::load(&w.pp("q_proj"), cfg.num_heads * d, h, cfg.qkv_bias)?,
+            k: Linear::load(&w.pp("k_proj"), cfg.num_kv_heads * d, h, cfg.qkv_bias)?,
+            v: Linear::load(&w.pp("v_proj"), cfg.num_kv_heads * d, h, cfg.qkv_bias)?,
+            o: Linear::load(&w.pp("o_proj"), h, cfg.num_heads * d, false)?,
+            q_norm: norm("q_norm")?,
+            k_norm: norm("k_norm")?,
+            cfg,
+        })
+    }
+
+    /// `x` (b, t, hidden) -> (b, t, hidden), appending this step's K/V to `cache`.
+    pub fn forward(&self, x: &Tensor, rope: &Rotary, cache: &mut LayerCache, mask: Option<&Tensor>) -> Result<Tensor> {
+        let (b, t) = (x.dim(0), x.dim(1));
+        let d = self.cfg.head_dim;
+        let heads = |proj: &Linear, n: usize| proj.forward(x)?.reshape(&[b, t, n, d])?.transpose(1, 2);
+        let mut q = heads(&self.q, self.cfg.num_heads)?;
+        let mut k = heads(&self.k, self.cfg.num_kv_heads)?;
+        let v = heads(&self.v, self.cfg.num_kv_heads)?;
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            q = qn.forward(&q)?;
+            k = kn.forward(&k)?;
+        }
+        let offset = cache.offset();
+        let q = rope.apply(&q, offset)?;
+        let k = rope.apply(&k, offset)?;
+        let (k, v) = cache.append(&k, &v)?;
+        let window = if self.cfg.window > 0 { self.cfg.window } else { cache.window() };
+        let opts = AttentionOpts { window, ..AttentionOpts::causal(self.cfg.scale) };
+        let y = Tensor::attention(&q, &k, &v, mask, opts)?;
+        let y = y.transpose(1, 2)?.reshape(&[b, t, self.cfg.num_heads * d])?;
+        self.o.forward(&y)
+    }
+}
