@@ -27,7 +27,10 @@ pub enum Voice {
     Default,
     Preset(String),
     /// Cloning from reference audio; with its transcript, in-context cloning where supported.
-    Reference { audio: Audio, transcript: Option<String> },
+    Reference {
+        audio: Audio,
+        transcript: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone)]

@@ -73,12 +73,8 @@ pub trait BackendImpl: Send + Sync {
     /// weight loader dequantizes to f32 at load time.
     fn supports_dtype(&self, dtype: DType) -> bool;
     /// A tensor from little-endian row-major bytes (`dtype.storage_bytes(numel)` of them).
-    fn from_bytes(
-        &self,
-        bytes: RSlice<'_, u8>,
-        dtype: DType,
-        shape: RSlice<'_, usize>,
-    ) -> RResult<TensorObj, FfiError>;
+    fn from_bytes(&self, bytes: RSlice<'_, u8>, dtype: DType, shape: RSlice<'_, usize>)
+        -> RResult<TensorObj, FfiError>;
     /// A tensor filled with `value`.
     fn full(&self, value: f64, dtype: DType, shape: RSlice<'_, usize>) -> RResult<TensorObj, FfiError>;
     /// Row-major little-endian bytes of `t` (waits for pending work).

@@ -28,7 +28,8 @@ impl CheckpointInfo {
         if path.is_file() && path.extension().is_some_and(|e| e == "gguf") {
             return Err(Error::unsupported(format!("{}: GGUF checkpoints are not supported yet", path.display())));
         }
-        let dir = if path.is_dir() { path.to_path_buf() } else { path.parent().unwrap_or(Path::new(".")).to_path_buf() };
+        let dir =
+            if path.is_dir() { path.to_path_buf() } else { path.parent().unwrap_or(Path::new(".")).to_path_buf() };
         let cfg_path = dir.join("config.json");
         if !cfg_path.exists() {
             return Err(Error::config(&cfg_path, "not found (a model directory needs config.json)"));

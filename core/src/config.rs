@@ -1,6 +1,7 @@
 //! `plugins.toml`: which plugin libraries to load, backend aliases and the default order.
 //!
 //! ```toml
+//! builtin_plugins = true               # register the plugins linked into the binary
 //! default_backends = ["candle"]        # tried in order when no backend is named
 //!
 //! [aliases]
@@ -19,9 +20,13 @@ use serde::Deserialize;
 
 use crate::{Error, Result};
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
+    /// Register the plugins linked into the binary (default true). A host that wants only
+    /// library-loaded plugins (or to swap a built-in for its library build) sets it false.
+    #[serde(default = "yes")]
+    pub builtin_plugins: bool,
     #[serde(default)]
     pub default_backends: Vec<String>,
     #[serde(default)]
@@ -31,6 +36,22 @@ pub struct PluginConfig {
     /// Directory relative plugin paths are resolved against (the config file's).
     #[serde(skip)]
     pub base_dir: PathBuf,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for PluginConfig {
+    fn default() -> Self {
+        PluginConfig {
+            builtin_plugins: true,
+            default_backends: Vec::new(),
+            aliases: BTreeMap::new(),
+            plugins: Vec::new(),
+            base_dir: PathBuf::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -121,9 +121,7 @@ impl From<FfiError> for Error {
     fn from(e: FfiError) -> Self {
         let m = e.message.into_string();
         match e.kind {
-            ErrorKind::Io | ErrorKind::Config | ErrorKind::Checkpoint | ErrorKind::Plugin => {
-                Error::Located(m)
-            }
+            ErrorKind::Io | ErrorKind::Config | ErrorKind::Checkpoint | ErrorKind::Plugin => Error::Located(m),
             ErrorKind::Tokenizer => Error::Tokenizer(m),
             ErrorKind::Shape => Error::Shape(m),
             ErrorKind::InvalidInput => Error::InvalidInput(m),

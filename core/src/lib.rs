@@ -20,7 +20,10 @@ pub mod tensor;
 pub mod text;
 pub mod weights;
 
-pub use backend::{Backend, BackendImpl, DeviceInfo, DeviceKind, MemoryStats, TensorImpl, TensorObj};
+pub use backend::{
+    Backend, BackendImpl, BackendImpl_TO, BackendObj, DeviceInfo, DeviceKind, MemoryStats, TensorImpl, TensorImpl_TO,
+    TensorObj,
+};
 pub use config::PluginConfig;
 pub use dtype::DType;
 pub use error::{catch_panic, Error, ErrorKind, FfiError, Result};

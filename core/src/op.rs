@@ -140,13 +140,7 @@ pub enum Op<'a> {
     /// [x(b,cin,l), w(cout,cin/groups,k), bias?] -> (b,cout,l')
     Conv1d { stride: usize, padding: usize, dilation: usize, groups: usize },
     /// [x(b,cin,l), w(cin,cout/groups,k), bias?] -> (b,cout,l')
-    ConvTranspose1d {
-        stride: usize,
-        padding: usize,
-        output_padding: usize,
-        dilation: usize,
-        groups: usize,
-    },
+    ConvTranspose1d { stride: usize, padding: usize, output_padding: usize, dilation: usize, groups: usize },
     /// [dst, src] -> dst with src written at `start` along dim. Backends may write in place: the
     /// caller must treat `dst` as consumed (KV caches use this).
     SliceAssign { dim: usize, start: usize },

@@ -72,7 +72,7 @@ impl Registry {
 
     /// Built-in plugins plus the libraries `config` lists, with its aliases and defaults.
     pub fn from_config(config: PluginConfig) -> Result<Self> {
-        let mut r = Self::builtin()?;
+        let mut r = if config.builtin_plugins { Self::builtin()? } else { Self::empty() };
         for (path, optional) in config.library_paths().collect::<Vec<_>>() {
             if optional && !path.exists() {
                 tracing::debug!("optional plugin library {} not present", path.display());
@@ -154,10 +154,8 @@ impl Registry {
             return Ok((e, alias.device().map(String::from)));
         }
         // A device kind names the first available backend that drives it.
-        if let Some(e) = self
-            .backends
-            .iter()
-            .find(|e| e.plugin.devices.iter().any(|d| d.as_str() == name) && (e.plugin.available)())
+        if let Some(e) =
+            self.backends.iter().find(|e| e.plugin.devices.iter().any(|d| d.as_str() == name) && (e.plugin.available)())
         {
             return Ok((e, Some(name.to_string())));
         }

@@ -154,11 +154,10 @@ impl Tensor {
                 )));
             }
         }
-        let out = lift(backend.obj().exec(op, RSlice::from_slice(slice)))
-            .map_err(|e| match e {
-                Error::Backend(m) if !m.starts_with(op.name()) => Error::Backend(format!("{}: {m}", op.name())),
-                other => other,
-            })?;
+        let out = lift(backend.obj().exec(op, RSlice::from_slice(slice))).map_err(|e| match e {
+            Error::Backend(m) if !m.starts_with(op.name()) => Error::Backend(format!("{}: {m}", op.name())),
+            other => other,
+        })?;
         Ok(Tensor::from_raw(out, backend))
     }
 

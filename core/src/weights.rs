@@ -153,10 +153,13 @@ fn index_file(path: &Path, bytes: &[u8], file: usize, out: &mut HashMap<String, 
     let data_start = 8 + header_len;
     let data_len = bytes.len() - data_start;
     for (name, info) in meta.tensors() {
-        let dtype = convert_dtype(info.dtype).ok_or_else(|| bad(format!("tensor `{name}` has unsupported dtype {:?}", info.dtype)))?;
+        let dtype = convert_dtype(info.dtype)
+            .ok_or_else(|| bad(format!("tensor `{name}` has unsupported dtype {:?}", info.dtype)))?;
         let (s, e) = info.data_offsets;
         if e > data_len || s > e {
-            return Err(bad(format!("tensor `{name}` ends at byte {e} but the data section has {data_len} bytes (truncated file?)")));
+            return Err(bad(format!(
+                "tensor `{name}` ends at byte {e} but the data section has {data_len} bytes (truncated file?)"
+            )));
         }
         let numel: usize = info.shape.iter().product();
         if dtype.storage_bytes(numel) != e - s {

@@ -55,14 +55,18 @@ pub fn load_library(path: &Path) -> Result<LoadedLibrary> {
         let msg = match &e {
             LibraryError::OpenError { .. } => format!("cannot open as a shared library: {e}"),
             LibraryError::GetSymbolError { .. } => {
-                "not an infer plugin: it exports no abi_stable root module (use infer_core::export_plugin_library!)".to_string()
+                "not an infer plugin: it exports no abi_stable root module (use infer_core::export_plugin_library!)"
+                    .to_string()
             }
             LibraryError::InvalidAbiHeader(_) => format!("built with an incompatible abi_stable: {e}"),
             LibraryError::IncompatibleVersionNumber { .. } => {
                 format!("built against another infer-core version: {e}")
             }
             LibraryError::AbiInstability(_) => {
-                format!("ABI mismatch: its plugin interface does not match this infer-core ({})", first_line(&e.to_string()))
+                format!(
+                    "ABI mismatch: its plugin interface does not match this infer-core ({})",
+                    first_line(&e.to_string())
+                )
             }
             _ => e.to_string(),
         };

@@ -64,11 +64,8 @@ pub struct ModelPlugin {
     pub kind: ModelKind,
     pub architectures: RSlice<'static, RStr<'static>>,
     /// Loads a text model from `path` (a checkpoint directory or file) onto `backend`.
-    pub load_text: extern "C" fn(
-        path: RStr<'_>,
-        backend: &Backend,
-        options: &ModelLoadOptions,
-    ) -> RResult<CausalLmBox, FfiError>,
+    pub load_text:
+        extern "C" fn(path: RStr<'_>, backend: &Backend, options: &ModelLoadOptions) -> RResult<CausalLmBox, FfiError>,
 }
 
 inventory::collect!(BackendPlugin);
@@ -102,10 +99,10 @@ macro_rules! register_backend {
     ) => {
         const _: () = {
             use $crate::__private::abi_stable::std_types::{RResult, RStr};
-            extern "C" fn available() -> bool {
+            extern "C" fn __infer_available() -> bool {
                 ::std::panic::catch_unwind($available).unwrap_or(false)
             }
-            extern "C" fn create(device: RStr<'_>) -> RResult<$crate::backend::BackendObj, $crate::FfiError> {
+            extern "C" fn __infer_create(device: RStr<'_>) -> RResult<$crate::backend::BackendObj, $crate::FfiError> {
                 $crate::backend::ffi_result(concat!("backend ", $name, " create"), || {
                     let b = $create(device.as_str())?;
                     Ok($crate::backend::BackendImpl_TO::from_value(b, $crate::__private::abi_stable::sabi_trait::TD_Opaque))
@@ -117,8 +114,8 @@ macro_rules! register_backend {
                     version: RStr::from_str(env!("CARGO_PKG_VERSION")),
                     description: RStr::from_str($desc),
                     devices: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($dev)),*]),
-                    available,
-                    create,
+                    available: __infer_available,
+                    create: __infer_create,
                 }
             }
         };
@@ -137,7 +134,7 @@ macro_rules! register_text_model {
     ) => {
         const _: () = {
             use $crate::__private::abi_stable::std_types::{RResult, RStr};
-            extern "C" fn load_text(
+            extern "C" fn __infer_load_text(
                 path: RStr<'_>,
                 backend: &$crate::Backend,
                 options: &$crate::plugin::ModelLoadOptions,
@@ -154,7 +151,7 @@ macro_rules! register_text_model {
                     description: RStr::from_str($desc),
                     kind: $crate::plugin::ModelKind::Text,
                     architectures: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($arch)),*]),
-                    load_text,
+                    load_text: __infer_load_text,
                 }
             }
         };

@@ -60,7 +60,14 @@ impl LlmEngine {
     }
 
     /// Forward of `ids` shaped (batch, seq); returns f32 logits and their shape.
-    fn forward(&self, ids: &[u32], batch: usize, cache: &mut KvCache, mask: Option<&Tensor>, last_only: bool) -> Result<Tensor> {
+    fn forward(
+        &self,
+        ids: &[u32],
+        batch: usize,
+        cache: &mut KvCache,
+        mask: Option<&Tensor>,
+        last_only: bool,
+    ) -> Result<Tensor> {
         let seq = ids.len() / batch;
         let tokens = Tensor::from_u32(&self.backend, ids, &[batch, seq])?;
         let mask = match mask {
@@ -131,10 +138,8 @@ impl TextModel for LlmEngine {
     }
 
     fn chat(&self, messages: &[Message], cfg: &GenerateConfig) -> Result<TokenStream<'_>> {
-        let template = self
-            .tokenizer
-            .chat_template()
-            .ok_or_else(|| Error::unsupported("this checkpoint has no chat template"))?;
+        let template =
+            self.tokenizer.chat_template().ok_or_else(|| Error::unsupported("this checkpoint has no chat template"))?;
         let text = template.render(messages, true)?;
         // The template writes BOS itself where the model wants one.
         let ids = self.tokenizer.encode(&text, false)?;
@@ -223,6 +228,8 @@ struct Generation<'a> {
     stop_ids: Vec<u32>,
     history: Vec<u32>,
     prompt_len: usize,
+    /// Tokens of `history` already run through the model (and so in the cache).
+    fed: usize,
     decoder: StreamDecoder,
     /// Text decoded but held back because it may begin a stop string.
     held: String,
@@ -240,6 +247,7 @@ impl<'a> Generation<'a> {
             sampler: Sampler::new(&cfg),
             stop_ids: engine.stop_ids(&cfg),
             prompt_len: prompt.len(),
+            fed: 0,
             history: prompt,
             decoder: StreamDecoder::new(),
             held: String::new(),
@@ -259,9 +267,9 @@ impl<'a> Generation<'a> {
 
     /// Runs the model on the tokens not yet in the cache and returns last-position logits.
     fn next_logits(&mut self) -> Result<Vec<f32>> {
-        let fed = self.cache.offset();
-        let ids = self.history[fed..].to_vec();
+        let ids = self.history[self.fed..].to_vec();
         let logits = self.engine.forward(&ids, 1, &mut self.cache, None, true)?;
+        self.fed = self.history.len();
         let v = logits.to_vec_f32()?;
         if self.prefill.is_none() {
             self.prefill = Some(self.started.elapsed());

@@ -71,9 +71,7 @@ impl LayerCache {
 
     fn append_rotating(&mut self, k: &Tensor, v: &Tensor, t: usize) -> Result<(Tensor, Tensor)> {
         let (k_all, v_all) = match (&self.k, &self.v) {
-            (ROption::RSome(kc), ROption::RSome(vc)) => {
-                (Tensor::concat(&[kc, k], 2)?, Tensor::concat(&[vc, v], 2)?)
-            }
+            (ROption::RSome(kc), ROption::RSome(vc)) => (Tensor::concat(&[kc, k], 2)?, Tensor::concat(&[vc, v], 2)?),
             _ => (k.clone(), v.clone()),
         };
         let total = k_all.dim(2);
@@ -127,9 +125,7 @@ impl KvCache {
 
     pub fn layer(&mut self, i: usize) -> Result<&mut LayerCache> {
         let n = self.layers.len();
-        self.layers
-            .get_mut(i)
-            .ok_or_else(|| Error::backend(format!("kv cache has {n} layers, layer {i} asked for")))
+        self.layers.get_mut(i).ok_or_else(|| Error::backend(format!("kv cache has {n} layers, layer {i} asked for")))
     }
 
     /// Absolute position of the next token.

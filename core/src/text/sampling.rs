@@ -40,7 +40,8 @@ impl Sampler {
             return argmax(logits);
         }
         // Candidates as (id, logit), best first once truncated.
-        let mut cands: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l / self.temperature)).collect();
+        let mut cands: Vec<(u32, f32)> =
+            logits.iter().enumerate().map(|(i, &l)| (i as u32, l / self.temperature)).collect();
         let by_logit = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1);
         if self.top_k > 0 && self.top_k < cands.len() {
             cands.select_nth_unstable_by(self.top_k - 1, by_logit);

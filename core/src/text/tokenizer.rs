@@ -46,7 +46,9 @@ impl HfTokenizer {
         let lookup = |v: &serde_json::Value| -> Option<u32> {
             match v {
                 serde_json::Value::String(s) => inner.token_to_id(s),
-                serde_json::Value::Object(o) => o.get("content").and_then(|c| c.as_str()).and_then(|s| inner.token_to_id(s)),
+                serde_json::Value::Object(o) => {
+                    o.get("content").and_then(|c| c.as_str()).and_then(|s| inner.token_to_id(s))
+                }
                 serde_json::Value::Number(n) => n.as_u64().map(|n| n as u32),
                 _ => None,
             }
@@ -68,7 +70,11 @@ impl HfTokenizer {
         eos.dedup();
 
         let template = match tok_cfg.as_ref().and_then(|c| c.get("chat_template")) {
-            Some(serde_json::Value::String(src)) => Some(ChatTemplate::new(src.clone(), &inner_token(&inner, bos), &inner_token(&inner, eos.first().copied()))?),
+            Some(serde_json::Value::String(src)) => Some(ChatTemplate::new(
+                src.clone(),
+                &inner_token(&inner, bos),
+                &inner_token(&inner, eos.first().copied()),
+            )?),
             _ => {
                 let jinja = dir.join("chat_template.jinja");
                 if jinja.exists() {
@@ -183,5 +189,9 @@ impl StreamDecoder {
 
 /// Where a checkpoint's tokenizer files live (the directory, or a GGUF file's metadata).
 pub fn tokenizer_dir(path: &Path) -> PathBuf {
-    if path.is_dir() { path.to_path_buf() } else { path.parent().map(Path::to_path_buf).unwrap_or_default() }
+    if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
 }

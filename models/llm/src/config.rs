@@ -20,7 +20,5 @@ pub fn read_config<T: DeserializeOwned>(dir: &Path) -> Result<T> {
 
 /// The RoPE base: top-level `rope_theta` (transformers 4.x) or `rope_parameters.rope_theta` (5.x).
 pub fn rope_theta(top_level: Option<f64>, parameters: Option<&serde_json::Value>, default: f64) -> f64 {
-    top_level
-        .or_else(|| parameters.and_then(|p| p.get("rope_theta")).and_then(|v| v.as_f64()))
-        .unwrap_or(default)
+    top_level.or_else(|| parameters.and_then(|p| p.get("rope_theta")).and_then(|v| v.as_f64())).unwrap_or(default)
 }

@@ -13,6 +13,3 @@ infer_core::register_text_model! {
     architectures: ["qwen3"],
     load: qwen3::load,
 }
-
-#[cfg(feature = "plugin-library")]
-infer_core::export_plugin_library!();

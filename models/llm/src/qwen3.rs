@@ -48,7 +48,13 @@ struct Block {
 }
 
 impl DecoderLayer for Block {
-    fn forward(&self, x: &Tensor, rope: &Rotary, cache: &mut infer_core::LayerCache, mask: Option<&Tensor>) -> Result<Tensor> {
+    fn forward(
+        &self,
+        x: &Tensor,
+        rope: &Rotary,
+        cache: &mut infer_core::LayerCache,
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let h = self.attn.forward(&self.input_norm.forward(x)?, rope, cache, mask)?;
         let x = x.add(&h)?;
         x.add(&self.mlp.forward(&self.post_attn_norm.forward(&x)?)?)

@@ -1,0 +1,217 @@
+//! End-to-end tests of the `infer` binary: real fixtures in, tokens/text/JSON out, and bad
+//! input giving one clear error line with a non-zero exit code (never a panic).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use infer_tests::{fixture, golden, plugin_library};
+
+fn infer(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infer"))
+        .args(args)
+        // Tests must not pick up a developer's own configuration.
+        .env("INFER_CONFIG", infer_tests::repo_root().join("plugins.toml"))
+        .output()
+        .expect("run infer")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn run_json_prints_transformers_greedy_ids() {
+    let dir = fixture("qwen3/gqa");
+    let case = &golden(&dir).cases[1];
+    let ids: Vec<String> = case.ids.iter().map(u32::to_string).collect();
+    let o = infer(&[
+        "run",
+        "--model",
+        dir.to_str().unwrap(),
+        "--prompt-tokens",
+        &ids.join(","),
+        "--max-tokens",
+        &case.greedy.len().to_string(),
+        "--ignore-eos",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let got: Vec<u32> = v["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
+    assert_eq!(got, case.greedy);
+    assert_eq!(v["metrics"]["prompt_tokens"].as_u64().unwrap() as usize, case.ids.len());
+    assert_eq!(v["metrics"]["generated_tokens"].as_u64().unwrap() as usize, case.greedy.len());
+    assert!(v["text"].is_string());
+}
+
+#[test]
+fn run_streams_text_for_a_text_prompt() {
+    let dir = fixture("qwen3/sharded");
+    let o = infer(&["run", "-m", dir.to_str().unwrap(), "-p", "The river", "--max-tokens", "8", "--ignore-eos"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).trim().is_empty());
+    assert!(stderr(&o).contains("decode"), "metrics line: {}", stderr(&o));
+}
+
+#[test]
+fn sampling_is_reproducible_with_a_seed() {
+    let dir = fixture("qwen3/gqa");
+    let args = |seed: &str| {
+        let o = infer(&[
+            "run",
+            "-m",
+            dir.to_str().unwrap(),
+            "-p",
+            "The river",
+            "--max-tokens",
+            "16",
+            "--temperature",
+            "0.9",
+            "--top-k",
+            "40",
+            "--top-p",
+            "0.95",
+            "--min-p",
+            "0.01",
+            "--repeat-penalty",
+            "1.1",
+            "--seed",
+            seed,
+            "--ignore-eos",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        v["tokens"].clone()
+    };
+    assert_eq!(args("1"), args("1"));
+}
+
+#[test]
+fn plugins_lists_builtin_and_library_entries() {
+    let o = infer(&["plugins"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("candle") && out.contains("qwen3") && out.contains("built in"), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let lib = plugin_library("infer_example_bigram");
+    let cfg = dir.path().join("plugins.toml");
+    std::fs::write(&cfg, format!("[[plugin]]\npath = {:?}\n", lib)).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_infer"))
+        .args(["--config", cfg.to_str().unwrap(), "plugins", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let bigram = v["models"].as_array().unwrap().iter().find(|m| m["name"] == "bigram").expect("bigram listed");
+    assert_eq!(bigram["origin"], lib.display().to_string());
+    let candle = v["backends"].as_array().unwrap().iter().find(|m| m["name"] == "candle").expect("candle listed");
+    assert_eq!(candle["origin"], "built in");
+}
+
+/// Copies a fixture checkpoint into a temp dir so a test can break it.
+fn broken_copy(src: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dst = tmp.path().join("model");
+    std::fs::create_dir(&dst).unwrap();
+    for entry in std::fs::read_dir(fixture(src)).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, dst.join(p.file_name().unwrap())).unwrap();
+    }
+    (tmp, dst)
+}
+
+fn edit_config(dir: &Path, f: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) {
+    let path = dir.join("config.json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    f(v.as_object_mut().unwrap());
+    std::fs::write(&path, v.to_string()).unwrap();
+}
+
+/// Runs `infer run` and asserts: failure, one `error:` line naming every `needles` item, no panic.
+fn assert_clean_error(args: &[&str], needles: &[&str]) {
+    let o = infer(args);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "should fail: {args:?}");
+    assert_eq!(o.status.code(), Some(1), "exit code for {args:?}: {err}");
+    assert!(!err.contains("panicked"), "panic for {args:?}: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line expected for {args:?}, got: {err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    for n in needles {
+        assert!(lines[0].contains(n), "{args:?}: expected {n:?} in {err}");
+    }
+}
+
+fn run_args(dir: &Path) -> Vec<String> {
+    ["run", "--model", dir.to_str().unwrap(), "--prompt", "hello", "--max-tokens", "2"].map(String::from).to_vec()
+}
+
+fn check(dir: &Path, needles: &[&str]) {
+    let args = run_args(dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_clean_error(&args, needles);
+}
+
+#[test]
+fn bad_checkpoints_give_one_line_errors() {
+    check(Path::new("/nonexistent/model"), &["/nonexistent/model", "does not exist"]);
+
+    let (_t, d) = broken_copy("qwen3/gqa");
+    std::fs::remove_file(d.join("config.json")).unwrap();
+    check(&d, &["config.json", "not found"]);
+
+    let (_t, d) = broken_copy("qwen3/gqa");
+    edit_config(&d, |c| {
+        c.remove("hidden_size");
+    });
+    check(&d, &["config.json", "missing field hidden_size"]);
+
+    let (_t, d) = broken_copy("qwen3/gqa");
+    edit_config(&d, |c| {
+        c.insert("num_hidden_layers".into(), "two".into());
+    });
+    check(&d, &["config.json", "invalid type", "expected usize"]);
+
+    let (_t, d) = broken_copy("qwen3/gqa");
+    edit_config(&d, |c| {
+        c.insert("model_type".into(), "mamba9".into());
+    });
+    check(&d, &["model_type `mamba9`", "qwen3"]);
+
+    let (_t, d) = broken_copy("qwen3/gqa");
+    std::fs::remove_file(d.join("tokenizer.json")).unwrap();
+    check(&d, &["tokenizer.json", "not found"]);
+
+    let (_t, d) = broken_copy("qwen3/gqa");
+    let st = d.join("model.safetensors");
+    let len = std::fs::metadata(&st).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&st).unwrap().set_len(len / 2).unwrap();
+    check(&d, &["model.safetensors", "truncated"]);
+
+    let (_t, d) = broken_copy("qwen3/gqa");
+    std::fs::write(d.join("model.safetensors"), b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all").unwrap();
+    check(&d, &["model.safetensors", "not a valid safetensors file"]);
+
+    let (_t, d) = broken_copy("qwen3/gqa");
+    edit_config(&d, |c| {
+        c.insert("hidden_size".into(), 96.into());
+    });
+    check(&d, &["model.safetensors", "has shape"]);
+}
+
+#[test]
+fn bad_requests_give_one_line_errors() {
+    let dir = fixture("qwen3/gqa");
+    let m = dir.to_str().unwrap();
+    assert_clean_error(&["run", "-m", m, "-p", "hi", "--backend", "tpu"], &["unknown backend `tpu`", "candle"]);
+    assert_clean_error(&["run", "-m", m, "--prompt-tokens", "1,99999"], &["99999", "outside the vocabulary"]);
+    assert_clean_error(&["run", "-m", m, "-p", ""], &["empty prompt"]);
+    assert_clean_error(&["run", "-m", m, "-p", "hi", "--dtype", "f64"], &["--dtype f64"]);
+    assert_clean_error(&["run", "-m", m], &["--prompt"]);
+}

@@ -1,0 +1,107 @@
+//! Helpers shared by the integration tests: fixture paths, golden files, plugin libraries and
+//! the backend configurations every model test runs on.
+
+use std::path::{Path, PathBuf};
+
+use infer_core::{PluginConfig, Registry, Result};
+use serde::Deserialize;
+
+// Link the built-in plugins (their `inventory` registrations).
+use infer_backend_candle as _;
+use infer_llm as _;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+pub fn fixture(rel: &str) -> PathBuf {
+    repo_root().join("tests/fixtures").join(rel)
+}
+
+/// The cargo profile directory the running test was built in (target/debug, target/release).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test binary>
+    exe.parent().and_then(Path::parent).expect("test binary lives in <profile>/deps").to_path_buf()
+}
+
+/// Path of a workspace cdylib, e.g. `plugin_library("infer_plugin_candle")`. The libraries are
+/// built by `cargo build --workspace` (which `.ci/run` runs before the tests).
+pub fn plugin_library(lib_name: &str) -> PathBuf {
+    let path =
+        profile_dir().join(format!("{}{lib_name}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is missing: build the plugin libraries first (`cargo build --workspace`, as .ci/run does)",
+        path.display()
+    );
+    path
+}
+
+/// A way of reaching a backend: built in, or loaded from plugin libraries.
+#[derive(Debug, Clone, Copy)]
+pub enum Setup {
+    /// candle and the LLM plugin linked into the test binary.
+    CandleBuiltIn,
+    /// candle and the LLM plugin loaded from their cdylibs through a plugins.toml.
+    CandleLibrary,
+}
+
+impl Setup {
+    pub fn all() -> [Setup; 2] {
+        [Setup::CandleBuiltIn, Setup::CandleLibrary]
+    }
+
+    pub fn registry(self) -> Result<Registry> {
+        match self {
+            Setup::CandleBuiltIn => Registry::builtin(),
+            Setup::CandleLibrary => {
+                Registry::from_config(library_config(&["infer_plugin_candle", "infer_plugin_llm"])?)
+            }
+        }
+    }
+
+    pub fn backend(self) -> &'static str {
+        "candle"
+    }
+}
+
+/// A plugins.toml (written to a temp dir, returned parsed) that loads the named workspace
+/// libraries and no built-in plugins.
+pub fn library_config(libs: &[&str]) -> Result<PluginConfig> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut toml = String::from("builtin_plugins = false\n");
+    for lib in libs {
+        toml.push_str(&format!("[[plugin]]\npath = {:?}\n", plugin_library(lib)));
+    }
+    let path = dir.path().join("plugins.toml");
+    std::fs::write(&path, toml).expect("write plugins.toml");
+    PluginConfig::from_file(&path)
+}
+
+/// `golden.json` written by tools/fixtures.
+#[derive(Debug, Deserialize)]
+pub struct Golden {
+    pub reference: String,
+    pub cases: Vec<GoldenCase>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GoldenCase {
+    pub prompt: String,
+    pub ids: Vec<u32>,
+    pub last_logits: Vec<f32>,
+    pub greedy: Vec<u32>,
+}
+
+pub fn golden(dir: &Path) -> Golden {
+    let path = dir.join("golden.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Largest absolute difference between two equally long slices.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}

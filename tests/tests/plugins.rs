@@ -1,0 +1,136 @@
+//! Plugin libraries: loading by config, the out-of-tree example plugin, and every error path of
+//! the loader (missing file, not a library, no root module, wrong ABI, panics, duplicate names).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use infer_core::{Error, GenerateConfig, LoadConfig, Origin, Registry};
+use infer_tests::{fixture, library_config, plugin_library};
+
+fn load_err(path: &Path) -> String {
+    match Registry::empty().load_library(path) {
+        Ok(()) => panic!("{} loaded but should not", path.display()),
+        Err(e @ Error::Plugin { .. }) => e.to_string(),
+        Err(other) => panic!("expected a plugin error, got {other:?}"),
+    }
+}
+
+#[test]
+fn missing_library_is_a_clear_error() {
+    let msg = load_err(Path::new("/nonexistent/libinfer_nothing.so"));
+    assert!(msg.contains("/nonexistent/libinfer_nothing.so") && msg.contains("does not exist"), "{msg}");
+}
+
+#[test]
+fn file_that_is_not_a_library_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("libfake.so");
+    std::fs::write(&fake, b"this is not an ELF file").unwrap();
+    let msg = load_err(&fake);
+    assert!(msg.contains("libfake.so") && msg.contains("cannot open as a shared library"), "{msg}");
+}
+
+#[test]
+fn library_without_root_module_is_a_clear_error() {
+    let msg = load_err(&plugin_library("infer_test_no_root"));
+    assert!(msg.contains("infer_test_no_root") && msg.contains("exports no abi_stable root module"), "{msg}");
+}
+
+#[test]
+fn library_with_wrong_abi_is_a_clear_error() {
+    let msg = load_err(&plugin_library("infer_test_wrong_abi"));
+    assert!(msg.contains("infer_test_wrong_abi") && msg.contains("ABI mismatch"), "{msg}");
+}
+
+#[test]
+fn panicking_plugin_becomes_an_error() {
+    let mut r = Registry::empty();
+    let lib = plugin_library("infer_test_panicky");
+    r.load_library(&lib).unwrap();
+    assert_eq!(r.backends()[0].origin, Origin::Library(lib));
+
+    let err = r.get("panicky").unwrap_err();
+    assert!(matches!(err, Error::Panic(_)), "{err:?}");
+    assert!(err.to_string().contains("panicky backend refuses to start"), "{err}");
+
+    // The model plugin panics too; the backend it is handed is the example's working candle.
+    r.load_library(&plugin_library("infer_plugin_candle")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.json"), r#"{"model_type": "panicky"}"#).unwrap();
+    std::fs::copy(fixture("qwen3/tokenizer.json"), dir.path().join("tokenizer.json")).unwrap();
+    let cfg = LoadConfig { backend: Some("candle".into()), ..Default::default() };
+    let err = r.load_model(dir.path(), &cfg).err().expect("load must fail");
+    assert!(err.to_string().contains("panicky model refuses to load"), "{err}");
+    // The host is still alive and the registry still usable.
+    assert!(r.get("candle").is_ok());
+}
+
+#[test]
+fn two_plugins_claiming_one_name_is_an_error() {
+    // The test binary links candle in; its library build claims the same name.
+    let mut r = Registry::builtin().unwrap();
+    let lib = plugin_library("infer_plugin_candle");
+    let err = r.load_library(&lib).unwrap_err().to_string();
+    assert!(err.contains("infer_plugin_candle") && err.contains("`candle`") && err.contains("built in"), "{err}");
+}
+
+#[test]
+fn unknown_backend_lists_the_known_ones() {
+    let r = Registry::builtin().unwrap();
+    let err = r.get("tpu").unwrap_err().to_string();
+    assert!(err.contains("unknown backend `tpu`") && err.contains("candle"), "{err}");
+}
+
+#[test]
+fn device_kind_alias_selects_a_backend() {
+    let r = Registry::builtin().unwrap();
+    assert_eq!(r.get("cpu").unwrap().name(), "candle");
+}
+
+#[test]
+fn config_loaded_libraries_report_their_origin() {
+    let cfg = library_config(&["infer_plugin_candle", "infer_plugin_llm"]).unwrap();
+    let r = Registry::from_config(cfg).unwrap();
+    let origins: HashMap<String, Origin> =
+        r.backends().iter().map(|b| (b.plugin.name.to_string(), b.origin.clone())).collect();
+    assert_eq!(origins["candle"], Origin::Library(plugin_library("infer_plugin_candle")));
+    let qwen3 = r.models().iter().find(|m| m.plugin.name == "qwen3").expect("qwen3 from the library");
+    assert_eq!(qwen3.origin, Origin::Library(plugin_library("infer_plugin_llm")));
+}
+
+/// Writes a bigram checkpoint whose transitions make token i's successor `(7i + 3) % vocab`.
+fn bigram_checkpoint(dir: &Path, vocab: usize) {
+    let mut table = vec![0f32; vocab * vocab];
+    for i in 0..vocab {
+        for j in 0..vocab {
+            table[i * vocab + j] = ((i * 31 + j * 17) % 13) as f32 * 0.1;
+        }
+        table[i * vocab + (7 * i + 3) % vocab] = 5.0;
+    }
+    let bytes: Vec<u8> = table.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![vocab, vocab], &bytes).unwrap();
+    safetensors::serialize_to_file([("transitions", view)], None, &dir.join("model.safetensors")).unwrap();
+    std::fs::write(dir.join("config.json"), format!(r#"{{"model_type": "bigram", "vocab_size": {vocab}}}"#)).unwrap();
+    std::fs::copy(fixture("qwen3/tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+}
+
+#[test]
+fn out_of_tree_example_plugin_runs_through_the_generation_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let vocab = 483;
+    bigram_checkpoint(dir.path(), vocab);
+    let mut cfg = library_config(&["infer_example_bigram"]).unwrap();
+    cfg.builtin_plugins = true; // the example brings a model; candle comes built in
+    let r = Registry::from_config(cfg).unwrap();
+    let model = r.load_model(dir.path(), &LoadConfig::default()).unwrap();
+    assert_eq!(model.model_type(), "bigram");
+    let gen = GenerateConfig { max_tokens: 12, ignore_eos: true, ..Default::default() };
+    let ids: Vec<u32> = model.generate_ids(&[5], &gen).unwrap().map(|t| t.unwrap().id).collect();
+    let mut want = Vec::new();
+    let mut cur = 5usize;
+    for _ in 0..12 {
+        cur = (7 * cur + 3) % vocab;
+        want.push(cur as u32);
+    }
+    assert_eq!(ids, want);
+}

@@ -1,0 +1,58 @@
+//! Qwen3 parity with transformers on tiny random checkpoints it wrote (tests/fixtures/qwen3),
+//! on every backend setup: last-position logits within tolerance, greedy ids identical.
+//!
+//! Tolerance (f32): 1e-4 absolute on logits. The reference itself moves by up to 7e-6 between
+//! its eager and SDPA attention paths, logits span about ±7, and the smallest top-1/top-2 margin
+//! on any greedy path is 2.3e-3, so 1e-4 leaves room for summation order yet catches any real
+//! error (a wrong norm, RoPE layout or mask shifts logits by > 1e-2).
+
+use infer_core::{DType, GenerateConfig, LoadConfig};
+use infer_tests::{fixture, golden, max_abs_diff, Setup};
+
+const F32_TOL: f32 = 1e-4;
+const CHECKPOINTS: [&str; 4] = ["gqa", "head-dim", "sharded", "bf16"];
+
+fn load_cfg(setup: Setup, dtype: DType) -> LoadConfig {
+    LoadConfig { backend: Some(setup.backend().into()), dtype: Some(dtype), ..Default::default() }
+}
+
+#[test]
+fn greedy_ids_match_transformers() {
+    for setup in Setup::all() {
+        let registry = setup.registry().unwrap();
+        for name in CHECKPOINTS {
+            let dir = fixture(&format!("qwen3/{name}"));
+            let model = registry.load_model(&dir, &load_cfg(setup, DType::F32)).unwrap();
+            for case in golden(&dir).cases {
+                let cfg = GenerateConfig { max_tokens: case.greedy.len(), ignore_eos: true, ..Default::default() };
+                let ids: Vec<u32> = model.generate_ids(&case.ids, &cfg).unwrap().map(|t| t.unwrap().id).collect();
+                assert_eq!(ids, case.greedy, "{setup:?} {name}: greedy ids for {:?}", case.prompt);
+            }
+        }
+    }
+}
+
+#[test]
+fn last_logits_match_transformers() {
+    for setup in Setup::all() {
+        let registry = setup.registry().unwrap();
+        for name in CHECKPOINTS {
+            let dir = fixture(&format!("qwen3/{name}"));
+            let model = registry.load_model(&dir, &load_cfg(setup, DType::F32)).unwrap();
+            for case in golden(&dir).cases {
+                let logits = last_logits(&*model, &case.ids);
+                let diff = max_abs_diff(&logits, &case.last_logits);
+                assert!(diff <= F32_TOL, "{setup:?} {name}: logits differ by {diff} for {:?}", case.prompt);
+            }
+        }
+    }
+}
+
+/// Logits of the last prompt position via the classify path (a batched prefill).
+fn last_logits(model: &dyn infer_core::TextModel, ids: &[u32]) -> Vec<f32> {
+    let text = model.tokenizer().decode(ids, false).unwrap();
+    let re = model.tokenizer().encode(&text, false).unwrap();
+    assert_eq!(re, ids, "fixture prompt must round-trip through the tokenizer");
+    let out = model.classify(&[text.as_str()], &GenerateConfig::default(), true).unwrap();
+    out.into_iter().next().unwrap().logits.unwrap()
+}

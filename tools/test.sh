@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds everything (the plugin libraries the tests load included) and runs every test.
+# The cargo target directory lives outside the clone so repeated runs reuse it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/infer/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+if ! command -v cargo >/dev/null; then
+    echo "cargo not found: install Rust (https://rustup.rs) first" >&2
+    exit 1
+fi
+
+cargo fmt --all -- --check
+# Plugin libraries (cdylibs) are built here; the tests load them from the target directory.
+cargo build --workspace --all-targets
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo test --workspace --no-fail-fast
