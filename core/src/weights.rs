@@ -148,8 +148,12 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
 
 fn index_file(path: &Path, bytes: &[u8], file: usize, out: &mut HashMap<String, Entry>) -> Result<()> {
     let bad = |m: String| Error::checkpoint(path, m);
-    let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes)
-        .map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
+    let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| match e {
+        safetensors::SafeTensorError::MetadataIncompleteBuffer => {
+            bad(format!("truncated: its header describes more tensor data than the file's {} bytes", bytes.len()))
+        }
+        e => bad(format!("not a valid safetensors file ({e})")),
+    })?;
     let data_start = 8 + header_len;
     let data_len = bytes.len() - data_start;
     for (name, info) in meta.tensors() {
