@@ -1,0 +1,382 @@
+//! Scaled dot-product attention: grouped-query, causal with an offset, sliding window, additive
+//! mask, logit soft-capping. Scores and softmax are computed in f32.
+//!
+//! K and V are never copied per query head: q (b, hkv·rep, tq, d) is viewed as
+//! (b, hkv, rep·tq, d) so each KV head meets all its query heads in one batched matmul against
+//! the strided view kᵀ (a KV cache's narrowed buffer is read in place). Long prefills are split
+//! into query blocks (bounding the score buffer to 16 MiB) and each block only reads the keys
+//! it can see (causal upper bound, window lower bound).
+
+use candle_core::{CpuStorage, CustomOp1, DType as C, Layout, Result, Shape, Tensor};
+
+use crate::attention_decode;
+
+/// Score elements per query block (f32): 16 MiB (measured: 1.8x faster than 64 MiB for a
+/// 1024-token causal prefill, which also lets causal blocks skip the keys they cannot see).
+const BLOCK_ELEMS: usize = 1 << 22;
+/// Below this many score elements the softmax runs on the calling thread.
+const PARALLEL_MIN: usize = 1 << 15;
+
+#[derive(Debug, Clone, Copy)]
+pub struct AttnParams {
+    pub scale: f32,
+    pub causal: bool,
+    pub window: usize,
+    pub softcap: f32,
+}
+
+fn to_f32(t: &Tensor) -> Result<Tensor> {
+    match t.dtype() {
+        C::F32 => Ok(t.clone()),
+        C::F16 | C::BF16 => t.to_dtype(C::F32),
+        other => candle_core::bail!("attention needs float tensors, got {other:?}"),
+    }
+}
+
+/// Whether candle's batched matmul can read a rank-4 operand's batch dims without a copy.
+fn batch_strides_ok(t: &Tensor) -> bool {
+    let (s, d) = (t.stride(), t.dims());
+    s[0] == s[1] * d[1] || d[0] == 1 || d[1] == 1
+}
+
+fn matmul_ready(t: Tensor) -> Result<Tensor> {
+    if batch_strides_ok(&t) {
+        Ok(t)
+    } else {
+        t.contiguous()
+    }
+}
+
+/// q (b,hq,tq,d), k (b,hkv,tk,d), v (b,hkv,tk,dv), mask broadcastable to (b,hq,tq,tk)
+/// -> (b,hq,tq,dv) in q's dtype.
+pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, p: AttnParams) -> Result<Tensor> {
+    attention_blocked(q, k, v, mask, p, BLOCK_ELEMS, attention_decode::MAX_ROWS)
+}
+
+/// [`attention`] with query blocks of at most `block_elems` score elements; blocks of at most
+/// `decode_rows` query rows per KV head (and no mask) take the streaming decode kernel.
+fn attention_blocked(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    p: AttnParams,
+    block_elems: usize,
+    decode_rows: usize,
+) -> Result<Tensor> {
+    let (b, hq, tq, d) = q.dims4()?;
+    let (bk, hkv, tk, dk) = k.dims4()?;
+    let (bv, hv, tv, _dv) = v.dims4()?;
+    if bk != b || bv != b || hv != hkv || tv != tk || dk != d {
+        candle_core::bail!("q {:?}, k {:?}, v {:?} do not fit together", q.dims(), k.dims(), v.dims());
+    }
+    if hkv == 0 || hq % hkv != 0 {
+        candle_core::bail!("{hq} query heads are not a multiple of {hkv} kv heads");
+    }
+    if p.causal && tq > tk {
+        candle_core::bail!("causal attention with more queries ({tq}) than keys ({tk})");
+    }
+    if q.dtype() != k.dtype() || q.dtype() != v.dtype() {
+        candle_core::bail!("q, k, v dtypes differ: {:?}, {:?}, {:?}", q.dtype(), k.dtype(), v.dtype());
+    }
+    let out_dtype = q.dtype();
+    if tq == 0 {
+        return Tensor::zeros((b, hq, 0, v.dim(3)?), out_dtype, q.device());
+    }
+    let (qf, kf, vf) = (to_f32(q)?, matmul_ready(to_f32(k)?)?, matmul_ready(to_f32(v)?)?);
+
+    // The mask as rank 4, each dim 1 or full.
+    let mask = match mask {
+        None => None,
+        Some(m) => {
+            if !matches!(m.dtype(), C::F32 | C::F16 | C::BF16) {
+                candle_core::bail!("the attention mask is additive and must be float, got {:?}", m.dtype());
+            }
+            if m.rank() > 4 {
+                candle_core::bail!("mask {:?} has rank > 4", m.dims());
+            }
+            let mut dims = vec![1usize; 4 - m.rank()];
+            dims.extend_from_slice(m.dims());
+            for (got, full) in dims.iter().zip([b, hq, tq, tk]) {
+                if *got != 1 && *got != full {
+                    candle_core::bail!("mask {:?} does not broadcast to {:?}", m.dims(), [b, hq, tq, tk]);
+                }
+            }
+            Some(to_f32(m)?.reshape(dims)?)
+        }
+    };
+
+    let row_elems = (b * hq * tk).max(1);
+    let block = (block_elems / row_elems).clamp(1, tq.max(1));
+    let mut outs = Vec::with_capacity(tq.div_ceil(block));
+    let mut s = 0;
+    while s < tq {
+        let c = block.min(tq - s);
+        outs.push(attend_block(&qf, &kf, &vf, mask.as_ref(), s, c, hkv, p, decode_rows)?);
+        s += c;
+    }
+    let out = if outs.len() == 1 { outs.pop().expect("one block") } else { Tensor::cat(&outs, 2)? };
+    if out.dtype() != out_dtype {
+        out.to_dtype(out_dtype)
+    } else {
+        Ok(out)
+    }
+}
+
+/// Queries `q_start .. q_start + c` of q against the keys they can see.
+#[allow(clippy::too_many_arguments)]
+fn attend_block(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    q_start: usize,
+    c: usize,
+    hkv: usize,
+    p: AttnParams,
+    decode_rows: usize,
+) -> Result<Tensor> {
+    let (b, hq, tq, d) = q.dims4()?;
+    let (_, _, tk, _) = k.dims4()?;
+    let dv = v.dim(3)?;
+    let rep = hq / hkv;
+    // Absolute positions of the block's first and last query.
+    let first = tk - tq.min(tk) + q_start;
+    let last = first + c - 1;
+    let k_hi = if p.causal { (last + 1).min(tk) } else { tk };
+    let k_lo = if p.window > 0 { (first + 1).saturating_sub(p.window).min(k_hi) } else { 0 };
+    let nk = k_hi - k_lo;
+
+    let qb = if c == tq { q.clone() } else { q.narrow(2, q_start, c)? };
+    // affine writes a fresh contiguous tensor: the (b, hkv, rep·c, d) view is then free.
+    let qb = qb.affine(p.scale as f64, 0.0)?.reshape((b, hkv, rep * c, d))?;
+    let kb = if nk == tk { k.clone() } else { k.narrow(2, k_lo, nk)? };
+    let vb = if nk == tk { v.clone() } else { v.narrow(2, k_lo, nk)? };
+    // Absolute position of query 0 of the block, relative to key k_lo.
+    let vis = Visibility { c, nk, first: first as isize - k_lo as isize, causal: p.causal, window: p.window };
+    if mask.is_none() && rep * c <= decode_rows {
+        if let Some(out) = attention_decode::attend(&qb, &kb, &vb, &vis, p.softcap)? {
+            return out.reshape((b, hq, c, dv));
+        }
+    }
+    let mut scores = qb.matmul(&kb.t()?)?; // (b, hkv, rep·c, nk)
+
+    let mut softcap = p.softcap;
+    if let Some(m) = mask {
+        if softcap > 0.0 {
+            scores = ((scores / softcap as f64)?.tanh()? * softcap as f64)?;
+            softcap = 0.0;
+        }
+        let md = m.dims().to_vec();
+        let m = if md[2] == tq && c != tq { m.narrow(2, q_start, c)? } else { m.clone() };
+        let m = if md[3] == tk && nk != tk { m.narrow(3, k_lo, nk)? } else { m };
+        let mq = m.dim(2)?;
+        let mk = m.dim(3)?;
+        let m5 = if md[1] == 1 {
+            m.reshape((md[0], 1, 1, mq, mk))?
+        } else {
+            m.contiguous()?.reshape((md[0], hkv, rep, mq, mk))?
+        };
+        scores = scores.reshape((b, hkv, rep, c, nk))?.broadcast_add(&m5)?.reshape((b, hkv, rep * c, nk))?;
+    }
+
+    let op = MaskedSoftmax { vis, softcap };
+    let probs = scores.contiguous()?.apply_op1_no_bwd(&op)?;
+    let out = probs.matmul(&vb)?; // (b, hkv, rep·c, dv)
+    out.reshape((b, hq, c, dv))
+}
+
+/// Which keys each query of a block sees: rows of scores are (…, rep, c) queries by `nk` keys.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Visibility {
+    /// Queries in the block.
+    pub c: usize,
+    /// Keys the block reads.
+    pub nk: usize,
+    /// Absolute position of the block's query 0, relative to its first key.
+    pub first: isize,
+    pub causal: bool,
+    pub window: usize,
+}
+
+impl Visibility {
+    /// Visible keys [lo, hi) of query `i` of the block: j <= pos when causal, j > pos - window
+    /// when window > 0.
+    pub fn range(&self, i: usize) -> (usize, usize) {
+        let pos = self.first + i as isize;
+        let hi = if self.causal { (pos + 1).clamp(0, self.nk as isize) as usize } else { self.nk };
+        let lo = if self.window > 0 { (pos + 1 - self.window as isize).clamp(0, hi as isize) as usize } else { 0 };
+        (lo, hi)
+    }
+}
+
+/// Row-wise softcap + causal / window masking + softmax over the last dim of contiguous f32
+/// scores.
+struct MaskedSoftmax {
+    vis: Visibility,
+    softcap: f32,
+}
+
+impl MaskedSoftmax {
+    fn row(&self, i: usize, src: &[f32], dst: &mut [f32]) {
+        let (lo, hi) = self.vis.range(i);
+        if lo >= hi {
+            // No visible key: PyTorch yields NaN for an all -inf row.
+            dst.fill(f32::NAN);
+            return;
+        }
+        dst[..lo].fill(0.0);
+        dst[hi..].fill(0.0);
+        let (s, d) = (&src[lo..hi], &mut dst[lo..hi]);
+        let mut max = f32::NEG_INFINITY;
+        if self.softcap > 0.0 {
+            let cap = self.softcap;
+            for (o, &x) in d.iter_mut().zip(s) {
+                let y = cap * (x / cap).tanh();
+                *o = y;
+                max = max.max(y);
+            }
+        } else {
+            d.copy_from_slice(s);
+            for &x in d.iter() {
+                max = max.max(x);
+            }
+        }
+        let mut sum = 0f32;
+        for o in d.iter_mut() {
+            let e = (*o - max).exp();
+            *o = e;
+            sum += e;
+        }
+        let inv = 1.0 / sum;
+        for o in d.iter_mut() {
+            *o *= inv;
+        }
+    }
+}
+
+struct SendPtr(*mut f32);
+// SAFETY: used only to hand disjoint rows of one buffer to the pool's threads.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl CustomOp1 for MaskedSoftmax {
+    fn name(&self) -> &'static str {
+        "infer-masked-softmax"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let src = match (storage, layout.contiguous_offsets()) {
+            (CpuStorage::F32(v), Some((a, z))) => &v[a..z],
+            _ => candle_core::bail!("masked softmax wants contiguous f32 scores"),
+        };
+        let n = self.vis.nk;
+        let total = src.len();
+        let mut dst = vec![0f32; total];
+        if n == 0 {
+            return Ok((CpuStorage::F32(dst), layout.shape().clone()));
+        }
+        let rows = total / n;
+        if total < PARALLEL_MIN {
+            for (r, (s, d)) in src.chunks_exact(n).zip(dst.chunks_exact_mut(n)).enumerate() {
+                self.row(r % self.vis.c, s, d);
+            }
+        } else {
+            let out = SendPtr(dst.as_mut_ptr());
+            candle_core::utils::barrier_pool().execute_chunked(rows, |range| {
+                let out = &out;
+                for r in range {
+                    // SAFETY: each row index is handed to exactly one worker; rows do not overlap.
+                    let d = unsafe { std::slice::from_raw_parts_mut(out.0.add(r * n), n) };
+                    self.row(r % self.vis.c, &src[r * n..(r + 1) * n], d);
+                }
+            });
+        }
+        Ok((CpuStorage::F32(dst), layout.shape().clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn rand(shape: &[usize], seed: u64) -> Tensor {
+        let n: usize = shape.iter().product();
+        let mut s = seed;
+        let v: Vec<f32> = (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect();
+        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+    }
+
+    /// Query blocks (and the key ranges each block reads) give the same result as one block.
+    #[test]
+    fn query_blocks_match_one_block() {
+        let (b, hq, hkv, tq, tk, d) = (1, 4, 2, 9, 13, 8);
+        let q = rand(&[b, hq, tq, d], 1);
+        let k = rand(&[b, hkv, tk, d], 2);
+        let v = rand(&[b, hkv, tk, d], 3);
+        let mask = rand(&[1, hq, tq, tk], 4);
+        for (causal, window, softcap, with_mask) in [
+            (true, 0, 0.0, false),
+            (true, 4, 0.0, false),
+            (true, 3, 2.0, true),
+            (false, 0, 0.0, true),
+            (false, 5, 0.0, false),
+        ] {
+            let p = AttnParams { scale: 0.5, causal, window, softcap };
+            let m = with_mask.then_some(&mask);
+            let one = attention_blocked(&q, &k, &v, m, p, usize::MAX, 0).unwrap();
+            for rows in [1, 2, 4] {
+                let blocked = attention_blocked(&q, &k, &v, m, p, rows * b * hq * tk, 0).unwrap();
+                let diff = (&one - &blocked).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                assert!(diff < 1e-6, "causal {causal} window {window} rows {rows}: {diff}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod decode_tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn rand(shape: &[usize], seed: u64) -> Tensor {
+        let n: usize = shape.iter().product();
+        let mut s = seed;
+        let v: Vec<f32> = (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect();
+        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+    }
+
+    /// The streaming decode kernel equals the gemm + softmax path, for several key chunks,
+    /// one KV head, keys read through a narrowed (strided) cache view.
+    #[test]
+    fn decode_kernel_matches_gemm_path() {
+        for (b, hq, hkv, tq, tk, d, dv) in [(1, 4, 1, 1, 700, 16, 8), (2, 6, 2, 3, 300, 8, 8), (1, 2, 2, 1, 5, 4, 3)] {
+            let q = rand(&[b, hq, tq, d], 11);
+            let kbuf = rand(&[b, hkv, tk + 40, d], 12);
+            let vbuf = rand(&[b, hkv, tk + 40, dv], 13);
+            let (k, v) = (kbuf.narrow(2, 0, tk).unwrap(), vbuf.narrow(2, 0, tk).unwrap());
+            for (causal, window, softcap) in [(true, 0, 0.0), (true, 100, 0.0), (false, 0, 3.0), (true, 2, 1.0)] {
+                let p = AttnParams { scale: 0.7, causal, window, softcap };
+                let gemm = attention_blocked(&q, &k, &v, None, p, usize::MAX, 0).unwrap();
+                let dec = attention_blocked(&q, &k, &v, None, p, usize::MAX, attention_decode::MAX_ROWS).unwrap();
+                let diff = (&gemm - &dec).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                assert!(
+                    diff < 1e-5,
+                    "{:?} causal {causal} window {window} softcap {softcap}: {diff}",
+                    (b, hq, hkv, tq, tk)
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Bytes <-> tensors and dtype mapping between infer and candle.
+
+use candle_core::{DType as C, Device, Tensor};
+use half::{bf16, f16};
+use infer_core::{DType, Error, Result};
+
+/// The candle dtype of a dense infer dtype; `None` for block-quantized dtypes.
+pub fn to_candle_dtype(d: DType) -> Option<C> {
+    Some(match d {
+        DType::F32 => C::F32,
+        DType::F16 => C::F16,
+        DType::BF16 => C::BF16,
+        DType::U8 => C::U8,
+        DType::U32 => C::U32,
+        DType::I64 => C::I64,
+        _ => return None,
+    })
+}
+
+/// The infer dtype of a candle dtype; `None` for those infer does not expose.
+pub fn from_candle_dtype(d: C) -> Option<DType> {
+    Some(match d {
+        C::F32 => DType::F32,
+        C::F16 => DType::F16,
+        C::BF16 => DType::BF16,
+        C::U8 => DType::U8,
+        C::U32 => DType::U32,
+        C::I64 => DType::I64,
+        _ => return None,
+    })
+}
+
+/// Plain element types whose every bit pattern is a valid value.
+trait Pod: candle_core::WithDType + Copy {
+    const SIZE: usize;
+    #[allow(dead_code)] // big-endian targets only
+    fn from_le(b: &[u8]) -> Self;
+    #[allow(dead_code)] // big-endian targets only
+    fn to_le(self, out: &mut Vec<u8>);
+}
+
+macro_rules! pod {
+    ($t:ty, $n:expr, $from:expr, $to:expr) => {
+        impl Pod for $t {
+            const SIZE: usize = $n;
+            #[inline]
+            fn from_le(b: &[u8]) -> Self {
+                let a: [u8; $n] = b.try_into().expect("chunk of element size");
+                ($from)(a)
+            }
+            #[inline]
+            fn to_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&($to)(self))
+            }
+        }
+    };
+}
+
+pod!(f32, 4, f32::from_le_bytes, f32::to_le_bytes);
+pod!(u32, 4, u32::from_le_bytes, u32::to_le_bytes);
+pod!(i64, 8, i64::from_le_bytes, i64::to_le_bytes);
+pod!(u8, 1, |a: [u8; 1]| a[0], |v: u8| [v]);
+pod!(f16, 2, |a| f16::from_bits(u16::from_le_bytes(a)), |v: f16| v.to_bits().to_le_bytes());
+pod!(bf16, 2, |a| bf16::from_bits(u16::from_le_bytes(a)), |v: bf16| v.to_bits().to_le_bytes());
+
+/// Decodes little-endian elements from a possibly unaligned byte slice.
+fn decode<T: Pod>(bytes: &[u8]) -> Vec<T> {
+    #[cfg(target_endian = "little")]
+    {
+        let n = bytes.len() / T::SIZE;
+        let mut v: Vec<T> = Vec::with_capacity(n);
+        // SAFETY: `v` has room for `n` elements = `n * SIZE` bytes; every bit pattern is a valid
+        // `T` (plain numbers); the copy is bytewise, so the source alignment does not matter;
+        // on little-endian targets the in-memory layout equals the little-endian encoding.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr() as *mut u8, n * T::SIZE);
+            v.set_len(n);
+        }
+        v
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        bytes.chunks_exact(T::SIZE).map(T::from_le).collect()
+    }
+}
+
+fn encode<T: Pod>(values: &[T]) -> Vec<u8> {
+    #[cfg(target_endian = "little")]
+    {
+        let n = std::mem::size_of_val(values);
+        let mut out = Vec::<u8>::with_capacity(n);
+        // SAFETY: plain numbers; little-endian memory layout is the wire layout.
+        unsafe {
+            std::ptr::copy_nonoverlapping(values.as_ptr() as *const u8, out.as_mut_ptr(), n);
+            out.set_len(n);
+        }
+        out
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        let mut out = Vec::with_capacity(values.len() * T::SIZE);
+        for v in values {
+            v.to_le(&mut out);
+        }
+        out
+    }
+}
+
+fn dense_from<T: Pod>(bytes: &[u8], shape: &[usize]) -> candle_core::Result<Tensor> {
+    Tensor::from_vec(decode::<T>(bytes), shape, &Device::Cpu)
+}
+
+/// A dense tensor from little-endian row-major bytes.
+pub fn dense_from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<Tensor> {
+    let numel: usize = shape.iter().product();
+    let want = dtype.storage_bytes(numel);
+    if bytes.len() != want {
+        return Err(Error::Shape(format!(
+            "from_bytes: {} bytes for a {dtype} tensor of shape {shape:?} (expected {want})",
+            bytes.len()
+        )));
+    }
+    let r = match dtype {
+        DType::F32 => dense_from::<f32>(bytes, shape),
+        DType::F16 => dense_from::<f16>(bytes, shape),
+        DType::BF16 => dense_from::<bf16>(bytes, shape),
+        DType::U8 => dense_from::<u8>(bytes, shape),
+        DType::U32 => dense_from::<u32>(bytes, shape),
+        DType::I64 => dense_from::<i64>(bytes, shape),
+        q => return Err(Error::unsupported(format!("from_bytes: {q} is not a dense dtype"))),
+    };
+    r.map_err(|e| Error::backend(format!("from_bytes {dtype}{shape:?}: {}", crate::error::message(&e))))
+}
+
+/// Row-major little-endian bytes of a dense tensor (copied out of strided views as needed).
+pub fn dense_to_bytes(t: &Tensor) -> candle_core::Result<Vec<u8>> {
+    let flat = t.flatten_all()?;
+    Ok(match t.dtype() {
+        C::F32 => encode(&flat.to_vec1::<f32>()?),
+        C::F16 => encode(&flat.to_vec1::<f16>()?),
+        C::BF16 => encode(&flat.to_vec1::<bf16>()?),
+        C::U8 => encode(&flat.to_vec1::<u8>()?),
+        C::U32 => encode(&flat.to_vec1::<u32>()?),
+        C::I64 => encode(&flat.to_vec1::<i64>()?),
+        other => candle_core::bail!("to_bytes: unexpected candle dtype {other:?}"),
+    })
+}
+
+/// A dense tensor filled with `value` (cast like PyTorch's `torch.full`).
+pub fn full(value: f64, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+    let dev = &Device::Cpu;
+    let r = match dtype {
+        DType::F32 => Tensor::full(value as f32, shape, dev),
+        DType::F16 => Tensor::full(f16::from_f64(value), shape, dev),
+        DType::BF16 => Tensor::full(bf16::from_f64(value), shape, dev),
+        DType::U8 => Tensor::full(value as u8, shape, dev),
+        DType::U32 => Tensor::full(value as u32, shape, dev),
+        DType::I64 => Tensor::full(value as i64, shape, dev),
+        q => return Err(Error::unsupported(format!("full: cannot fill a quantized {q} tensor"))),
+    };
+    // `Tensor::full` allocates an owned contiguous buffer, so a KV cache may write into it.
+    r.map_err(|e| Error::backend(format!("full {dtype}{shape:?}: {}", crate::error::message(&e))))
+}

@@ -1,0 +1,104 @@
+//! Matrix products: `Matmul`, `Linear` (dense or quantized weight) and `Embedding`.
+
+use candle_core::{DType as C, Result, Tensor};
+
+use crate::gemv;
+use crate::quant;
+use crate::tensor::CandleTensor;
+
+/// `a @ b` with PyTorch `matmul` semantics: batch dims broadcast, 1-D operands are promoted to
+/// matrices and the added dim removed afterwards.
+pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if a.dtype() != b.dtype() {
+        candle_core::bail!("dtypes differ: {:?} @ {:?} (convert one first)", a.dtype(), b.dtype());
+    }
+    // candle 0.11.1's CPU matmul folds the batches of `a` into one gemm when `b`'s batch stride
+    // is 0 (a broadcast view), which is only right for a row-major `a`: copy a strided `a` then.
+    let b_broadcast = b.rank() > 2 && b.stride()[..b.rank() - 2].iter().zip(b.dims()).any(|(&s, &n)| s == 0 && n > 1);
+    let a_copy;
+    let a = if b_broadcast && !a.is_contiguous() {
+        a_copy = a.contiguous()?;
+        &a_copy
+    } else {
+        a
+    };
+    match (a.rank(), b.rank()) {
+        (0, _) | (_, 0) => candle_core::bail!("matmul of a scalar"),
+        (1, 1) => a.unsqueeze(0)?.matmul(&b.unsqueeze(1)?)?.reshape(()),
+        (1, _) => {
+            let y = a.unsqueeze(0)?.broadcast_matmul(b)?;
+            y.squeeze(y.rank() - 2)
+        }
+        (_, 1) => {
+            let y = a.broadcast_matmul(&b.unsqueeze(1)?)?;
+            y.squeeze(y.rank() - 1)
+        }
+        _ => a.broadcast_matmul(b),
+    }
+}
+
+/// `x @ wᵀ + bias` for `x` of any rank >= 1 and `w` of shape (out, in).
+///
+/// Dense path: `x` is flattened to (m, in). Up to [`gemv::MAX_ROWS`] rows (decode) go through
+/// the streaming kernel of [`gemv`] (f32 / f16 / bf16 weights read once, in place). More rows
+/// go to candle's gemm with the transposed *view* of `w`: gemm reads `w` through its strides, so
+/// no copy of the weight is made for f32 and f16 (candle has no bf16 gemm and widens both
+/// operands of a bf16 matmul to f32 on every call: bf16 prefill pays one weight conversion per
+/// call). Quantized path: candle's k-quant kernels.
+pub fn linear(x: &Tensor, w: &CandleTensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let y = match w {
+        CandleTensor::Quant(q) => quant::linear(x, q)?,
+        CandleTensor::Dense(w) => dense_linear(x, w)?,
+    };
+    match bias {
+        None => Ok(y),
+        Some(b) => {
+            let b = if b.dtype() != y.dtype() { b.to_dtype(y.dtype())? } else { b.clone() };
+            y.broadcast_add(&b)
+        }
+    }
+}
+
+fn dense_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let (n, k) = w.dims2()?;
+    if x.dtype() != w.dtype() {
+        candle_core::bail!(
+            "input is {:?} but the weight is {:?}: convert one of them (weights are usually converted at load)",
+            x.dtype(),
+            w.dtype()
+        );
+    }
+    if !matches!(x.dtype(), C::F32 | C::F16 | C::BF16) {
+        candle_core::bail!("linear needs float tensors, got {:?}", x.dtype());
+    }
+    let dims = x.dims().to_vec();
+    if dims.last() != Some(&k) {
+        candle_core::bail!("input {dims:?} does not end with the weight's in-features {k} (weight [{n}, {k}])");
+    }
+    let m: usize = dims[..dims.len() - 1].iter().product();
+    // Rows of a contiguous x are already a (m, k) matrix; a strided x is copied once (it is
+    // m * k elements, small next to the m * k * n product).
+    let x2 = x.contiguous()?.reshape((m, k))?;
+    let y = match gemv::try_linear(&x2, w)? {
+        Some(y) => y,
+        None => x2.matmul(&w.t()?)?,
+    };
+    let mut out = dims;
+    *out.last_mut().expect("rank >= 1") = n;
+    y.reshape(out)
+}
+
+/// Rows of `table` (vocab, dim) selected by `ids` (any shape): shape `ids.shape + [dim]`.
+/// A quantized table dequantizes only the selected rows (to f32).
+pub fn embedding(ids: &Tensor, table: &CandleTensor) -> Result<Tensor> {
+    match table {
+        CandleTensor::Quant(q) => quant::embedding(ids, q),
+        CandleTensor::Dense(t) => {
+            let (_, dim) = t.dims2()?;
+            let mut out = ids.dims().to_vec();
+            out.push(dim);
+            let flat = ids.flatten_all()?;
+            t.index_select(&flat, 0)?.reshape(out)
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! GGML block-quantized weights: loading raw blocks, quantized matmul, row lookup, dequantize.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use candle_core::quantized::{GgmlDType, QStorage, QTensor};
+use candle_core::{DType as C, Device, Tensor};
+use infer_core::{DType, Error, Result};
+
+use crate::tensor::QuantTensor;
+
+/// The GGML dtype of an infer block-quantized dtype (all of which candle's CPU has kernels for).
+pub fn to_ggml(d: DType) -> Option<GgmlDType> {
+    Some(match d {
+        DType::Q4_0 => GgmlDType::Q4_0,
+        DType::Q4_1 => GgmlDType::Q4_1,
+        DType::Q5_0 => GgmlDType::Q5_0,
+        DType::Q5_1 => GgmlDType::Q5_1,
+        DType::Q8_0 => GgmlDType::Q8_0,
+        DType::Q2K => GgmlDType::Q2K,
+        DType::Q3K => GgmlDType::Q3K,
+        DType::Q4K => GgmlDType::Q4K,
+        DType::Q5K => GgmlDType::Q5K,
+        DType::Q6K => GgmlDType::Q6K,
+        DType::Q8K => GgmlDType::Q8K,
+        _ => return None,
+    })
+}
+
+/// Builds a quantized tensor of logical `shape` (e.g. (out, in)) from raw GGML blocks.
+pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<QuantTensor> {
+    let g = to_ggml(dtype).ok_or_else(|| Error::unsupported(format!("from_bytes: {dtype} is not a GGML type")))?;
+    let (per_block, block_bytes) = dtype.block();
+    if g.block_size() != per_block || g.type_size() != block_bytes {
+        return Err(Error::backend(format!(
+            "from_bytes: candle's {g:?} blocks are {} elements / {} bytes, infer's {dtype} {per_block} / {block_bytes}",
+            g.block_size(),
+            g.type_size()
+        )));
+    }
+    let last = shape.last().copied().unwrap_or(0);
+    if shape.is_empty() || last % per_block != 0 {
+        return Err(Error::Shape(format!(
+            "from_bytes: a {dtype} tensor needs its last dim divisible by {per_block}, got shape {shape:?}"
+        )));
+    }
+    let numel: usize = shape.iter().product();
+    let want = numel / per_block * block_bytes;
+    if bytes.len() != want {
+        return Err(Error::Shape(format!(
+            "from_bytes: {} bytes for a {dtype} tensor of shape {shape:?} (expected {want})",
+            bytes.len()
+        )));
+    }
+    // candle reinterprets the bytes as a slice of blocks and asserts their alignment (f32 scales
+    // in Q8K: 4 bytes). Checkpoint slices (mmapped GGUF) may be unaligned: copy those into an
+    // 8-byte aligned buffer first. candle then copies the blocks into its own storage.
+    let aligned: Vec<u64>;
+    let data: &[u8] = if (bytes.as_ptr() as usize) % 8 == 0 {
+        bytes
+    } else {
+        let mut buf = vec![0u64; bytes.len().div_ceil(8)];
+        // SAFETY: `buf` spans at least `bytes.len()` bytes; u64 has no invalid bit patterns.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.as_mut_ptr() as *mut u8, bytes.len());
+        }
+        aligned = buf;
+        // SAFETY: the first `bytes.len()` bytes of `aligned` were just initialized.
+        unsafe { std::slice::from_raw_parts(aligned.as_ptr() as *const u8, bytes.len()) }
+    };
+    let storage = QStorage::from_data(Cow::Borrowed(data), &Device::Cpu, g)
+        .map_err(|e| Error::backend(format!("from_bytes {dtype}{shape:?}: {}", crate::error::message(&e))))?;
+    let q = QTensor::new(storage, shape)
+        .map_err(|e| Error::backend(format!("from_bytes {dtype}{shape:?}: {}", crate::error::message(&e))))?;
+    Ok(QuantTensor { q: Arc::new(q), dtype })
+}
+
+/// The raw GGML blocks (the inverse of [`from_bytes`]).
+pub fn to_bytes(q: &QuantTensor) -> candle_core::Result<Vec<u8>> {
+    Ok(q.q.data()?.into_owned())
+}
+
+/// Dequantizes the whole tensor to f32.
+pub fn dequantize(q: &QuantTensor) -> candle_core::Result<Tensor> {
+    q.q.dequantize(&Device::Cpu)
+}
+
+/// `x @ wᵀ` with a quantized `w` (out, in) through candle's k-quant kernels.
+///
+/// candle's kernel takes f32 or bf16 activations (bf16 is widened to f32 inside); f16 is
+/// converted to f32 here and the result back. `x` must be contiguous, so it is copied if not.
+pub fn linear(x: &Tensor, w: &QuantTensor) -> candle_core::Result<Tensor> {
+    let (n, k) = w.q.shape().dims2()?;
+    let dims = x.dims().to_vec();
+    if dims.last() != Some(&k) {
+        candle_core::bail!("input {:?} does not end with the weight's in-features {k} (weight {:?})", dims, [n, k]);
+    }
+    let in_dtype = x.dtype();
+    let xc = match in_dtype {
+        C::F32 | C::BF16 => x.clone(),
+        C::F16 => x.to_dtype(C::F32)?,
+        other => candle_core::bail!("activations must be float, got {other:?}"),
+    };
+    let xc = xc.contiguous()?;
+    // candle's kernel needs rank >= 2.
+    let x2 = if dims.len() == 1 { xc.reshape((1, k))? } else { xc };
+    let y = x2.apply_op1_no_bwd(w.q.as_ref())?;
+    let mut out = dims;
+    *out.last_mut().expect("rank >= 1") = n;
+    let y = if y.dims() != out.as_slice() { y.reshape(out)? } else { y };
+    if y.dtype() != in_dtype {
+        y.to_dtype(in_dtype)
+    } else {
+        Ok(y)
+    }
+}
+
+/// Rows of a quantized table (vocab, dim): only the selected rows are dequantized (to f32).
+pub fn embedding(ids: &Tensor, table: &QuantTensor) -> candle_core::Result<Tensor> {
+    table.q.embedding(ids)
+}
