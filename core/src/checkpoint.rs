@@ -21,12 +21,29 @@ pub struct CheckpointInfo {
 }
 
 impl CheckpointInfo {
+    /// The tokenizer the checkpoint ships: GGUF metadata or the directory's tokenizer.json.
+    pub fn tokenizer(&self) -> Result<crate::HfTokenizer> {
+        match self.format {
+            CheckpointFormat::Gguf => {
+                crate::text::gguf_tokenizer::tokenizer_from_gguf(&crate::gguf::GgufFile::open(&self.path)?)
+            }
+            CheckpointFormat::Safetensors => crate::HfTokenizer::from_dir(&self.path),
+        }
+    }
+}
+
+impl CheckpointInfo {
     pub fn inspect(path: &Path) -> Result<Self> {
         if !path.exists() {
             return Err(Error::config(path, "model path does not exist"));
         }
         if path.is_file() && path.extension().is_some_and(|e| e == "gguf") {
-            return Err(Error::unsupported(format!("{}: GGUF checkpoints are not supported yet", path.display())));
+            let g = crate::gguf::GgufFile::open(path)?;
+            return Ok(CheckpointInfo {
+                path: path.to_path_buf(),
+                format: CheckpointFormat::Gguf,
+                model_type: g.architecture()?,
+            });
         }
         let dir =
             if path.is_dir() { path.to_path_buf() } else { path.parent().unwrap_or(Path::new(".")).to_path_buf() };

@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod dtype;
 pub mod error;
+pub mod gguf;
 pub mod op;
 pub mod plugin;
 pub mod registry;
@@ -27,6 +28,7 @@ pub use backend::{
 pub use config::PluginConfig;
 pub use dtype::DType;
 pub use error::{catch_panic, Error, ErrorKind, FfiError, Result};
+pub use gguf::GgufFile;
 pub use op::{BinaryOp, CmpOp, Op, ReduceOp, RopeLayout, UnaryOp};
 pub use plugin::{ModelKind, ModelLoadOptions};
 pub use registry::{Origin, Registry};
@@ -38,7 +40,7 @@ pub use text::tokenizer::{HfTokenizer, Tokenizer};
 pub use text::types::{
     BatchResult, CancelToken, ClassifyResult, GenerateConfig, GenerateMetrics, LoadConfig, Message, ModelInfo, Token,
 };
-pub use weights::Weights;
+pub use weights::{NameMap, Weights};
 
 /// Re-exports the plugin macros rely on; not part of the public API.
 #[doc(hidden)]

@@ -11,7 +11,6 @@ use crate::config::PluginConfig;
 use crate::plugin::{self, library, BackendPlugin, ModelKind, ModelLoadOptions, ModelPlugin};
 use crate::text::engine::LlmEngine;
 use crate::text::model::TextModel;
-use crate::text::tokenizer::{tokenizer_dir, HfTokenizer};
 use crate::text::types::LoadConfig;
 use crate::{Backend, DType, Error, Result};
 
@@ -231,7 +230,7 @@ impl Registry {
         }
         let ckpt = CheckpointInfo::inspect(path)?;
         let entry = self.model_plugin(ModelKind::Text, &ckpt.model_type)?;
-        let tokenizer = HfTokenizer::from_dir(&tokenizer_dir(&ckpt.path))?;
+        let tokenizer = ckpt.tokenizer()?;
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
         let options = ModelLoadOptions { dtype: cfg.dtype.unwrap_or(DType::F32), context_len: cfg.context_len };
         let path_str = ckpt.path.to_string_lossy();

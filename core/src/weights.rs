@@ -1,5 +1,5 @@
 //! Checkpoint weights: memory-mapped safetensors (one file or shards with
-//! `model.safetensors.index.json`) handed to a backend tensor by tensor, by name.
+//! `model.safetensors.index.json`) or a GGUF file, handed to a backend tensor by tensor, by name.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use crate::gguf::GgufFile;
 use crate::{Backend, DType, Error, Result, Tensor};
 
 struct Entry {
@@ -18,10 +19,27 @@ struct Entry {
     end: usize,
 }
 
+enum Backing {
+    Mmap(Mmap),
+    Gguf(Arc<GgufFile>),
+}
+
+impl Backing {
+    fn data(&self) -> &[u8] {
+        match self {
+            Backing::Mmap(m) => m,
+            Backing::Gguf(g) => g.data(),
+        }
+    }
+}
+
 struct Store {
-    files: Vec<(PathBuf, Mmap)>,
+    files: Vec<(PathBuf, Backing)>,
     entries: HashMap<String, Entry>,
 }
+
+/// Maps the names a model asks for (Hugging Face style) to the names in the file.
+pub type NameMap = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 /// Named weights of one checkpoint bound to a backend and a compute dtype. Cloning is cheap;
 /// [`Weights::pp`] narrows to a name prefix, as blocks fetch their own weights.
@@ -31,6 +49,7 @@ pub struct Weights {
     backend: Backend,
     dtype: DType,
     prefix: String,
+    name_map: Option<NameMap>,
 }
 
 impl Weights {
@@ -45,9 +64,32 @@ impl Weights {
             let mmap = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
             let idx = store.files.len();
             index_file(&path, &mmap, idx, &mut store.entries)?;
-            store.files.push((path, mmap));
+            store.files.push((path, Backing::Mmap(mmap)));
         }
-        Ok(Weights { store: Arc::new(store), backend: backend.clone(), dtype, prefix: String::new() })
+        Ok(Weights { store: Arc::new(store), backend: backend.clone(), dtype, prefix: String::new(), name_map: None })
+    }
+
+    /// The tensors of a GGUF file. Quantized tensors stay in their block format where the
+    /// backend runs it; `name_map` turns the model's (HF) names into GGUF names.
+    pub fn from_gguf(file: Arc<GgufFile>, backend: &Backend, dtype: DType, name_map: NameMap) -> Result<Self> {
+        let mut entries = HashMap::new();
+        let base = file.data().as_ptr() as usize;
+        for name in file.tensor_names() {
+            let t = file.tensor(name).expect("listed tensor exists");
+            let start = t.bytes.as_ptr() as usize - base;
+            entries.insert(
+                name.to_string(),
+                Entry { file: 0, dtype: t.dtype, shape: t.shape.clone(), start, end: start + t.bytes.len() },
+            );
+        }
+        let store = Store { files: vec![(file.path().to_path_buf(), Backing::Gguf(file))], entries };
+        Ok(Weights {
+            store: Arc::new(store),
+            backend: backend.clone(),
+            dtype,
+            prefix: String::new(),
+            name_map: Some(name_map),
+        })
     }
 
     /// The same weights under `prefix.` (e.g. `model.layers.3`).
@@ -66,10 +108,10 @@ impl Weights {
     }
 
     fn full_name(&self, name: &str) -> String {
-        if self.prefix.is_empty() {
-            name.to_string()
-        } else {
-            format!("{}.{name}", self.prefix)
+        let full = if self.prefix.is_empty() { name.to_string() } else { format!("{}.{name}", self.prefix) };
+        match &self.name_map {
+            Some(map) => map(&full),
+            None => full,
         }
     }
 
@@ -89,9 +131,16 @@ impl Weights {
             let dir = self.store.files.first().and_then(|f| f.0.parent()).unwrap_or(Path::new("."));
             Error::checkpoint(dir, format!("missing tensor `{full}`"))
         })?;
-        let (path, mmap) = &self.store.files[e.file];
-        let t = Tensor::from_bytes(&self.backend, &mmap[e.start..e.end], e.dtype, &e.shape)
-            .map_err(|err| Error::checkpoint(path, format!("tensor `{full}`: {err}")))?;
+        let (path, backing) = &self.store.files[e.file];
+        let bytes = &backing.data()[e.start..e.end];
+        let located = |err: Error| Error::checkpoint(path, format!("tensor `{full}`: {err}"));
+        if e.dtype.is_quantized() && !self.backend.supports_dtype(e.dtype) {
+            // The backend has no kernel for this block format: compute in floats instead.
+            let f32_bytes = crate::gguf::dequantize_to_f32_bytes(e.dtype, &e.shape, bytes).map_err(located)?;
+            let t = Tensor::from_bytes(&self.backend, &f32_bytes, DType::F32, &e.shape).map_err(located)?;
+            return t.to_dtype(self.dtype);
+        }
+        let t = Tensor::from_bytes(&self.backend, bytes, e.dtype, &e.shape).map_err(located)?;
         if e.dtype.is_float() && e.dtype != self.dtype {
             t.to_dtype(self.dtype)
         } else {

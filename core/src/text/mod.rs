@@ -4,6 +4,7 @@
 pub mod causal_lm;
 pub mod chat_template;
 pub mod engine;
+pub mod gguf_tokenizer;
 pub mod kv_cache;
 pub mod model;
 pub mod sampling;

@@ -1,6 +1,6 @@
 //! The tokenizer contract and its Hugging Face `tokenizer.json` implementation.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::text::chat_template::ChatTemplate;
 use crate::{Error, Result};
@@ -86,6 +86,17 @@ impl HfTokenizer {
             }
         };
         Ok(HfTokenizer { inner, bos, add_bos, eos, template })
+    }
+
+    /// A tokenizer assembled elsewhere (e.g. from GGUF metadata).
+    pub fn from_parts(
+        inner: tokenizers::Tokenizer,
+        bos: Option<u32>,
+        add_bos: bool,
+        eos: Vec<u32>,
+        template: Option<ChatTemplate>,
+    ) -> Self {
+        HfTokenizer { inner, bos, add_bos, eos, template }
     }
 
     pub fn inner(&self) -> &tokenizers::Tokenizer {
@@ -184,14 +195,5 @@ impl StreamDecoder {
         } else {
             Ok(String::new())
         }
-    }
-}
-
-/// Where a checkpoint's tokenizer files live (the directory, or a GGUF file's metadata).
-pub fn tokenizer_dir(path: &Path) -> PathBuf {
-    if path.is_dir() {
-        path.to_path_buf()
-    } else {
-        path.parent().map(Path::to_path_buf).unwrap_or_default()
     }
 }

@@ -3,7 +3,7 @@
 
 use infer_core::{AttentionOpts, LayerCache, Result, Tensor, Weights};
 
-use crate::layers::{Linear, RmsNorm, Rotary};
+use crate::layers::{Linear, RmsNorm, RopeAngles};
 
 pub struct AttentionConfig {
     pub hidden: usize,
@@ -14,6 +14,8 @@ pub struct AttentionConfig {
     pub qkv_bias: bool,
     /// Per-head RMSNorm of q and k before RoPE, with this eps (Qwen3, Gemma 3).
     pub qk_norm_eps: Option<f64>,
+    /// Added to the q/k norm weights at load (Gemma's `(1 + w)` convention; 0 otherwise).
+    pub qk_norm_offset: f64,
     /// Score scale, usually 1/sqrt(head_dim).
     pub scale: f32,
     /// Sliding window (0: global attention).
@@ -33,7 +35,9 @@ pub struct SelfAttention {
 impl SelfAttention {
     pub fn load(w: &Weights, cfg: AttentionConfig) -> Result<Self> {
         let (h, d) = (cfg.hidden, cfg.head_dim);
-        let norm = |name: &str| cfg.qk_norm_eps.map(|eps| RmsNorm::load(&w.pp(name), d, eps)).transpose();
+        let norm = |name: &str| {
+            cfg.qk_norm_eps.map(|eps| RmsNorm::load_offset(&w.pp(name), d, eps, cfg.qk_norm_offset)).transpose()
+        };
         Ok(SelfAttention {
             q: Linear::load(&w.pp("q_proj"), cfg.num_heads * d, h, cfg.qkv_bias)?,
             k: Linear::load(&w.pp("k_proj"), cfg.num_kv_heads * d, h, cfg.qkv_bias)?,
@@ -46,7 +50,13 @@ impl SelfAttention {
     }
 
     /// `x` (b, t, hidden) -> (b, t, hidden), appending this step's K/V to `cache`.
-    pub fn forward(&self, x: &Tensor, rope: &Rotary, cache: &mut LayerCache, mask: Option<&Tensor>) -> Result<Tensor> {
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        rope: &RopeAngles,
+        cache: &mut LayerCache,
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let (b, t) = (x.dim(0), x.dim(1));
         let d = self.cfg.head_dim;
         let heads = |proj: &Linear, n: usize| proj.forward(x)?.reshape(&[b, t, n, d])?.transpose(1, 2);
@@ -57,9 +67,8 @@ impl SelfAttention {
             q = qn.forward(&q)?;
             k = kn.forward(&k)?;
         }
-        let offset = cache.offset();
-        let q = rope.apply(&q, offset)?;
-        let k = rope.apply(&k, offset)?;
+        let q = rope.apply(&q)?;
+        let k = rope.apply(&k)?;
         let (k, v) = cache.append(&k, &v)?;
         let window = if self.cfg.window > 0 { self.cfg.window } else { cache.window() };
         let opts = AttentionOpts { window, ..AttentionOpts::causal(self.cfg.scale) };

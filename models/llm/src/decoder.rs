@@ -3,13 +3,13 @@
 //! An architecture file supplies its layers and weights; this file owns the plumbing.
 
 use abi_stable::std_types::{ROption, RResult};
-use infer_core::{backend::ffi_result, CausalLm, FfiError, KvCache, LayerCache, ModelInfo, Result, Tensor};
+use infer_core::{backend::ffi_result, CausalLm, DType, FfiError, KvCache, LayerCache, ModelInfo, Result, Tensor};
 
-use crate::layers::{Linear, RmsNorm, Rotary};
+use crate::layers::{Linear, RmsNorm, RopeAngles, Rotary};
 
 /// One transformer block.
 pub trait DecoderLayer: Send + Sync {
-    fn forward(&self, x: &Tensor, rope: &Rotary, cache: &mut LayerCache, mask: Option<&Tensor>) -> Result<Tensor>;
+    fn forward(&self, x: &Tensor, rope: &RopeAngles, cache: &mut LayerCache, mask: Option<&Tensor>) -> Result<Tensor>;
 }
 
 pub struct DecoderParts {
@@ -23,7 +23,10 @@ pub struct DecoderParts {
     pub layer_windows: Vec<usize>,
     pub norm: RmsNorm,
     pub lm_head: Linear,
-    pub rope: Rotary,
+    /// The rotary embeddings in use (Gemma 3 has a local and a global one).
+    pub ropes: Vec<Rotary>,
+    /// Which of `ropes` each layer uses.
+    pub layer_rope: Vec<usize>,
 }
 
 pub struct CausalDecoder {
@@ -37,20 +40,22 @@ impl CausalDecoder {
 
     fn run(&self, tokens: &Tensor, cache: &mut KvCache, mask: Option<&Tensor>, last_only: bool) -> Result<Tensor> {
         let p = &self.parts;
+        let (offset, t) = (cache.offset(), tokens.dim(1));
         let mut x = tokens.embedding(&p.embed)?;
         if let Some(s) = p.embed_scale {
             x = x.scale(s)?;
         }
+        let angles =
+            p.ropes.iter().map(|r| r.angles(tokens.backend(), offset, t)).collect::<Result<Vec<RopeAngles>>>()?;
         for (i, layer) in p.layers.iter().enumerate() {
             let _span = tracing::trace_span!("layer", i).entered();
-            x = layer.forward(&x, &p.rope, cache.layer(i)?, mask)?;
+            x = layer.forward(&x, &angles[p.layer_rope[i]], cache.layer(i)?, mask)?;
         }
         if last_only {
-            let t = x.dim(1);
             x = x.narrow(1, t - 1, 1)?;
         }
         let x = p.norm.forward(&x)?;
-        p.lm_head.forward(&x)?.to_dtype(infer_core::DType::F32)
+        p.lm_head.forward(&x)?.to_dtype(DType::F32)
     }
 }
 

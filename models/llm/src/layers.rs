@@ -1,6 +1,6 @@
 //! Building blocks shared by the decoder architectures, all written against the core op set.
 
-use infer_core::{DType, Result, RopeLayout, Tensor, Weights};
+use infer_core::{Backend, DType, Result, RopeLayout, Tensor, Weights};
 
 /// `y = x Wᵀ + b`; the weight may be quantized.
 pub struct Linear {
@@ -32,7 +32,16 @@ pub struct RmsNorm {
 
 impl RmsNorm {
     pub fn load(w: &Weights, dim: usize, eps: f64) -> Result<Self> {
-        Ok(RmsNorm { weight: w.get_shaped("weight", &[dim])?, eps: eps as f32 })
+        Self::load_offset(w, dim, eps, 0.0)
+    }
+
+    /// With `offset` added to the stored weight once at load (Gemma stores `w` for `(1 + w)`).
+    pub fn load_offset(w: &Weights, dim: usize, eps: f64, offset: f64) -> Result<Self> {
+        let mut weight = w.get_shaped("weight", &[dim])?;
+        if offset != 0.0 {
+            weight = weight.affine(1.0, offset)?;
+        }
+        Ok(RmsNorm { weight, eps: eps as f32 })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -62,49 +71,85 @@ impl SwiGlu {
     }
 }
 
-/// Precomputed RoPE angles: `cos`/`sin` tables of shape (max_positions, rotary_dim / 2).
+/// Rotary position embedding frequencies. Angles are computed per forward for the positions it
+/// covers (a few hundred floats), so no table bounds the context length.
 pub struct Rotary {
+    inv_freq: Vec<f32>,
+    layout: RopeLayout,
+    dtype: DType,
+}
+
+/// The cos/sin of one forward's positions, shared by every layer that uses the same rotary.
+pub struct RopeAngles {
     cos: Tensor,
     sin: Tensor,
-    pub layout: RopeLayout,
+    layout: RopeLayout,
 }
 
 impl Rotary {
-    /// Standard RoPE, `inv_freq[i] = 1 / base^(2i/dim)`, in f32 as transformers computes it;
-    /// the HF checkpoints use the split-half layout.
-    pub fn new(w: &Weights, dim: usize, base: f64, max_positions: usize, dtype: DType) -> Result<Self> {
-        let inv_freq: Vec<f32> = (0..dim / 2).map(|i| 1.0 / (base as f32).powf((2 * i) as f32 / dim as f32)).collect();
-        Self::from_inv_freq(w, &inv_freq, max_positions, dtype)
+    /// Standard RoPE, `inv_freq[i] = 1 / base^(2i/dim)`, in f32 as transformers computes it.
+    pub fn new(dim: usize, base: f64, layout: RopeLayout, dtype: DType) -> Self {
+        let inv_freq = (0..dim / 2).map(|i| 1.0 / (base as f32).powf((2 * i) as f32 / dim as f32)).collect();
+        Rotary { inv_freq, layout, dtype }
     }
 
-    pub fn from_inv_freq(w: &Weights, inv_freq: &[f32], max_positions: usize, dtype: DType) -> Result<Self> {
-        let half = inv_freq.len();
-        let mut cos = Vec::with_capacity(max_positions * half);
-        let mut sin = Vec::with_capacity(max_positions * half);
-        for p in 0..max_positions {
-            for f in inv_freq {
-                let a = p as f32 * *f;
+    /// Divides each frequency by a factor (llama3 scaling as GGUF stores it, `rope_freqs`).
+    pub fn with_freq_factors(mut self, factors: &[f32]) -> Self {
+        for (f, k) in self.inv_freq.iter_mut().zip(factors) {
+            *f /= k;
+        }
+        self
+    }
+
+    /// Llama 3.1 frequency scaling (transformers `_compute_llama3_parameters`).
+    pub fn llama3_scaled(mut self, s: &Llama3Scaling) -> Self {
+        let low_wavelen = s.original_max_position as f32 / s.low_freq_factor;
+        let high_wavelen = s.original_max_position as f32 / s.high_freq_factor;
+        for f in self.inv_freq.iter_mut() {
+            let wavelen = 2.0 * std::f32::consts::PI / *f;
+            if wavelen > low_wavelen {
+                *f /= s.factor;
+            } else if wavelen >= high_wavelen {
+                let smooth = (s.original_max_position as f32 / wavelen - s.low_freq_factor)
+                    / (s.high_freq_factor - s.low_freq_factor);
+                *f = (1.0 - smooth) * *f / s.factor + smooth * *f;
+            }
+        }
+        self
+    }
+
+    /// cos/sin for positions `offset..offset+len`, shape (len, dim/2).
+    pub fn angles(&self, backend: &Backend, offset: usize, len: usize) -> Result<RopeAngles> {
+        let half = self.inv_freq.len();
+        let mut cos = Vec::with_capacity(len * half);
+        let mut sin = Vec::with_capacity(len * half);
+        for p in offset..offset + len {
+            for f in &self.inv_freq {
+                let a = p as f32 * f;
                 cos.push(a.cos());
                 sin.push(a.sin());
             }
         }
-        let b = w.backend();
-        Ok(Rotary {
-            cos: Tensor::from_f32(b, &cos, &[max_positions, half])?.to_dtype(dtype)?,
-            sin: Tensor::from_f32(b, &sin, &[max_positions, half])?.to_dtype(dtype)?,
-            layout: RopeLayout::SplitHalf,
+        Ok(RopeAngles {
+            cos: Tensor::from_f32(backend, &cos, &[len, half])?.to_dtype(self.dtype)?,
+            sin: Tensor::from_f32(backend, &sin, &[len, half])?.to_dtype(self.dtype)?,
+            layout: self.layout,
         })
     }
+}
 
-    /// `x` (b, h, t, d) rotated for positions `offset..offset+t`.
-    pub fn apply(&self, x: &Tensor, offset: usize) -> Result<Tensor> {
-        let t = x.dim(2);
-        let cos = self.cos.narrow(0, offset, t)?;
-        let sin = self.sin.narrow(0, offset, t)?;
-        x.rope(&cos, &sin, self.layout)
+impl RopeAngles {
+    /// `x` (b, h, t, d) rotated.
+    pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
+        x.rope(&self.cos, &self.sin, self.layout)
     }
+}
 
-    pub fn max_positions(&self) -> usize {
-        self.cos.dim(0)
-    }
+/// `rope_scaling` of type llama3.
+#[derive(Debug, Clone)]
+pub struct Llama3Scaling {
+    pub factor: f32,
+    pub low_freq_factor: f32,
+    pub high_freq_factor: f32,
+    pub original_max_position: usize,
 }

@@ -1,15 +1,35 @@
 //! infer-llm: decoder LLM architectures as a model plugin. One file per architecture; the
-//! shared decoder skeleton, attention and layers are written once against the core op set.
+//! shared decoder skeleton, attention, layers and checkpoint mapping are written once against the
+//! core op set.
 
 pub mod attention;
+pub mod checkpoint;
 pub mod config;
 pub mod decoder;
+pub mod hparams;
 pub mod layers;
+pub mod llama;
+pub mod llama_family;
+pub mod qwen2;
 pub mod qwen3;
 
 infer_core::register_text_model! {
     name: "qwen3",
-    description: "Qwen3 decoder (config.json + safetensors)",
+    description: "Qwen3 decoder (safetensors or GGUF)",
     architectures: ["qwen3"],
     load: qwen3::load,
+}
+
+infer_core::register_text_model! {
+    name: "qwen2",
+    description: "Qwen2 / Qwen2.5 decoder (safetensors or GGUF)",
+    architectures: ["qwen2"],
+    load: qwen2::load,
+}
+
+infer_core::register_text_model! {
+    name: "llama",
+    description: "Llama 3 decoder with llama3 RoPE scaling (safetensors or GGUF)",
+    architectures: ["llama"],
+    load: llama::load,
 }

@@ -1,0 +1,201 @@
+//! GGUF checkpoints (llama.cpp's format): metadata, tensor index and raw tensor bytes, read with
+//! candle's GGUF parser and memory-mapped. Quantized tensors are handed to backends as their GGML
+//! blocks; a backend that cannot run a block format gets f32 (dequantized here, on the host).
+
+use std::path::{Path, PathBuf};
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::GgmlDType;
+use memmap2::Mmap;
+
+use crate::{DType, Error, Result};
+
+pub struct GgufFile {
+    path: PathBuf,
+    mmap: Mmap,
+    content: Content,
+}
+
+/// One tensor's place in the file.
+pub struct GgufTensor<'a> {
+    pub dtype: DType,
+    /// Row-major shape (GGUF stores it reversed; this is already flipped).
+    pub shape: Vec<usize>,
+    pub bytes: &'a [u8],
+}
+
+impl GgufFile {
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        // SAFETY: read-only mapping of a file we do not modify.
+        let mmap = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        if mmap.len() < 4 || &mmap[..4] != b"GGUF" {
+            return Err(Error::checkpoint(path, "not a GGUF file (bad magic)"));
+        }
+        let mut cursor = std::io::Cursor::new(&mmap[..]);
+        let content = Content::read(&mut cursor).map_err(|e| {
+            let msg = e.to_string();
+            if msg.contains("unknown dtype") {
+                Error::checkpoint(path, format!("unsupported tensor quantization type ({msg})"))
+            } else {
+                Error::checkpoint(path, format!("invalid GGUF header ({msg})"))
+            }
+        })?;
+        let f = GgufFile { path: path.to_path_buf(), mmap, content };
+        f.check_tensor_ranges()?;
+        Ok(f)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole mapped file.
+    pub fn data(&self) -> &[u8] {
+        &self.mmap
+    }
+
+    /// Every tensor must lie inside the file: a truncated download fails here, not mid-run.
+    fn check_tensor_ranges(&self) -> Result<()> {
+        for (name, info) in &self.content.tensor_infos {
+            let dtype = convert(info.ggml_dtype)
+                .ok_or_else(|| self.err(format!("tensor `{name}` has unsupported type {:?}", info.ggml_dtype)))?;
+            let start = self.content.tensor_data_offset + info.offset;
+            let end = start + dtype.storage_bytes(info.shape.elem_count()) as u64;
+            if end > self.mmap.len() as u64 {
+                return Err(self.err(format!(
+                    "tensor `{name}` ends at byte {end} but the file has {} bytes (truncated?)",
+                    self.mmap.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn err(&self, message: String) -> Error {
+        Error::checkpoint(&self.path, message)
+    }
+
+    /// `general.architecture`, e.g. `gemma3`, `qwen2`, `llama`.
+    pub fn architecture(&self) -> Result<String> {
+        self.string("general.architecture")
+    }
+
+    pub fn has(&self, key: &str) -> bool {
+        self.content.metadata.contains_key(key)
+    }
+
+    pub fn value(&self, key: &str) -> Result<&Value> {
+        self.content.metadata.get(key).ok_or_else(|| self.err(format!("missing metadata `{key}`")))
+    }
+
+    pub fn string(&self, key: &str) -> Result<String> {
+        self.value(key)?.to_string().cloned().map_err(|e| self.err(format!("metadata `{key}`: {e}")))
+    }
+
+    /// An integer of any width.
+    pub fn usize(&self, key: &str) -> Result<usize> {
+        let v = self.value(key)?;
+        let n = match v {
+            Value::U8(x) => *x as i128,
+            Value::I8(x) => *x as i128,
+            Value::U16(x) => *x as i128,
+            Value::I16(x) => *x as i128,
+            Value::U32(x) => *x as i128,
+            Value::I32(x) => *x as i128,
+            Value::U64(x) => *x as i128,
+            Value::I64(x) => *x as i128,
+            other => return Err(self.err(format!("metadata `{key}`: expected an integer, found {other:?}"))),
+        };
+        usize::try_from(n).map_err(|_| self.err(format!("metadata `{key}`: {n} is out of range")))
+    }
+
+    pub fn f64(&self, key: &str) -> Result<f64> {
+        match self.value(key)? {
+            Value::F32(x) => Ok(*x as f64),
+            Value::F64(x) => Ok(*x),
+            _ => self.usize(key).map(|v| v as f64),
+        }
+    }
+
+    pub fn bool(&self, key: &str) -> Result<bool> {
+        self.value(key)?.to_bool().map_err(|e| self.err(format!("metadata `{key}`: {e}")))
+    }
+
+    pub fn array(&self, key: &str) -> Result<&Vec<Value>> {
+        self.value(key)?.to_vec().map_err(|e| self.err(format!("metadata `{key}`: {e}")))
+    }
+
+    pub fn strings(&self, key: &str) -> Result<Vec<String>> {
+        self.array(key)?
+            .iter()
+            .map(|v| v.to_string().cloned().map_err(|e| self.err(format!("metadata `{key}`: {e}"))))
+            .collect()
+    }
+
+    pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
+        self.content.tensor_infos.keys().map(String::as_str)
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<GgufTensor<'_>> {
+        let info = self.content.tensor_infos.get(name)?;
+        let dtype = convert(info.ggml_dtype)?;
+        let start = (self.content.tensor_data_offset + info.offset) as usize;
+        let end = start + dtype.storage_bytes(info.shape.elem_count());
+        Some(GgufTensor { dtype, shape: info.shape.dims().to_vec(), bytes: &self.mmap[start..end] })
+    }
+}
+
+fn convert(t: GgmlDType) -> Option<DType> {
+    Some(match t {
+        GgmlDType::F32 => DType::F32,
+        GgmlDType::F16 => DType::F16,
+        GgmlDType::BF16 => DType::BF16,
+        GgmlDType::Q4_0 => DType::Q4_0,
+        GgmlDType::Q4_1 => DType::Q4_1,
+        GgmlDType::Q5_0 => DType::Q5_0,
+        GgmlDType::Q5_1 => DType::Q5_1,
+        GgmlDType::Q8_0 => DType::Q8_0,
+        GgmlDType::Q2K => DType::Q2K,
+        GgmlDType::Q3K => DType::Q3K,
+        GgmlDType::Q4K => DType::Q4K,
+        GgmlDType::Q5K => DType::Q5K,
+        GgmlDType::Q6K => DType::Q6K,
+        GgmlDType::Q8K => DType::Q8K,
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
+}
+
+fn to_ggml(d: DType) -> Option<GgmlDType> {
+    Some(match d {
+        DType::Q4_0 => GgmlDType::Q4_0,
+        DType::Q4_1 => GgmlDType::Q4_1,
+        DType::Q5_0 => GgmlDType::Q5_0,
+        DType::Q5_1 => GgmlDType::Q5_1,
+        DType::Q8_0 => GgmlDType::Q8_0,
+        DType::Q2K => GgmlDType::Q2K,
+        DType::Q3K => GgmlDType::Q3K,
+        DType::Q4K => GgmlDType::Q4K,
+        DType::Q5K => GgmlDType::Q5K,
+        DType::Q6K => GgmlDType::Q6K,
+        DType::Q8K => GgmlDType::Q8K,
+        _ => return None,
+    })
+}
+
+/// Dequantizes GGML blocks to f32 little-endian bytes on the host (for backends without the
+/// block format).
+pub fn dequantize_to_f32_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Vec<u8>> {
+    use candle_core::quantized::{QStorage, QTensor};
+    let ggml = to_ggml(dtype).ok_or_else(|| Error::unsupported(format!("{dtype} is not a block format")))?;
+    let storage = QStorage::from_data(std::borrow::Cow::Borrowed(bytes), &candle_core::Device::Cpu, ggml)
+        .map_err(|e| Error::backend(format!("dequantize {dtype}: {e}")))?;
+    let q = QTensor::new(storage, shape).map_err(|e| Error::backend(format!("dequantize {dtype}: {e}")))?;
+    let t = q
+        .dequantize(&candle_core::Device::Cpu)
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1::<f32>())
+        .map_err(|e| Error::backend(format!("dequantize {dtype}: {e}")))?;
+    Ok(t.iter().flat_map(|v| v.to_le_bytes()).collect())
+}

@@ -1,0 +1,155 @@
+//! Tokenizers stored in GGUF metadata, rebuilt as `tokenizers` pipelines:
+//!
+//! - `tokenizer.ggml.model = "gpt2"`: byte-level BPE from `tokens` + `merges`, with the
+//!   pre-tokenizer regex named by `tokenizer.ggml.pre` (Qwen2, Llama 3, GPT-2);
+//! - `tokenizer.ggml.model = "llama"`: SentencePiece BPE from `tokens` + `scores` (Gemma, Llama 2).
+//!   Merges are derived from the scores the way llama.cpp's SPM tokenizer applies them: the pair
+//!   whose merged piece scores highest merges first; unknown characters fall back to `<0xXX>`.
+//!
+//! Control and user-defined tokens become added tokens, so `<start_of_turn>` in text is one id.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use crate::gguf::GgufFile;
+use crate::text::chat_template::ChatTemplate;
+use crate::text::tokenizer::HfTokenizer;
+use crate::{Error, Result};
+
+const TOKEN_CONTROL: i64 = 3;
+const TOKEN_USER_DEFINED: i64 = 4;
+
+/// GPT-2's split regex (also llama.cpp's default for `gpt2`).
+const GPT2_PATTERN: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+/// Qwen2's split regex (`tokenizer.ggml.pre = qwen2`).
+const QWEN2_PATTERN: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Llama 3's split regex (`tokenizer.ggml.pre = llama-bpe`).
+const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Tokens that end a turn in the chat formats llama.cpp knows, stopped on when present.
+const END_OF_TURN: [&str; 5] = ["<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end|>"];
+
+pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<HfTokenizer> {
+    let model = g.string("tokenizer.ggml.model")?;
+    let tokens = g.strings("tokenizer.ggml.tokens")?;
+    let types: Vec<i64> = match g.array("tokenizer.ggml.token_type") {
+        Ok(v) => v.iter().map(|t| t.to_i32().map(i64::from).unwrap_or(1)).collect(),
+        Err(_) => vec![1; tokens.len()],
+    };
+    let spec = match model.as_str() {
+        "gpt2" => gpt2_spec(g, &tokens)?,
+        "llama" => spm_spec(g, &tokens, &types)?,
+        other => {
+            return Err(Error::checkpoint(
+                g.path(),
+                format!("unsupported tokenizer model `{other}` (gpt2 and llama are)"),
+            ))
+        }
+    };
+    let added: Vec<Value> = tokens
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| matches!(types.get(*i), Some(&TOKEN_CONTROL) | Some(&TOKEN_USER_DEFINED)))
+        .map(|(i, t)| {
+            json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
+                   "normalized": false, "special": types[i] == TOKEN_CONTROL})
+        })
+        .collect();
+    let mut doc = spec;
+    doc["version"] = json!("1.0");
+    doc["truncation"] = Value::Null;
+    doc["padding"] = Value::Null;
+    doc["post_processor"] = Value::Null;
+    doc["added_tokens"] = Value::Array(added);
+    let inner: tokenizers::Tokenizer = serde_json::from_value::<tokenizers::Tokenizer>(doc)
+        .map_err(|e| Error::checkpoint(g.path(), format!("cannot build the tokenizer from metadata: {e}")))?;
+
+    let id = |key: &str| g.usize(key).ok().map(|v| v as u32);
+    let bos = id("tokenizer.ggml.bos_token_id");
+    let add_bos = g.bool("tokenizer.ggml.add_bos_token").unwrap_or(model == "llama");
+    let mut eos: Vec<u32> =
+        [id("tokenizer.ggml.eos_token_id"), id("tokenizer.ggml.eot_token_id")].into_iter().flatten().collect();
+    eos.extend(END_OF_TURN.iter().filter_map(|t| inner.token_to_id(t)));
+    eos.sort_unstable();
+    eos.dedup();
+    let name = |id: Option<u32>| id.and_then(|i| tokens.get(i as usize)).cloned().unwrap_or_default();
+    let template = match g.string("tokenizer.chat_template") {
+        Ok(src) => Some(ChatTemplate::new(src, &name(bos), &name(eos.first().copied()))?),
+        Err(_) => None,
+    };
+    Ok(HfTokenizer::from_parts(inner, bos, add_bos, eos, template))
+}
+
+fn gpt2_spec(g: &GgufFile, tokens: &[String]) -> Result<Value> {
+    let merges: Vec<Value> = g
+        .strings("tokenizer.ggml.merges")?
+        .into_iter()
+        .map(|m| match m.split_once(' ') {
+            Some((a, b)) => Ok(json!([a, b])),
+            None => Err(Error::checkpoint(g.path(), format!("malformed merge `{m}`"))),
+        })
+        .collect::<Result<_>>()?;
+    let pre = g.string("tokenizer.ggml.pre").unwrap_or_default();
+    let (pattern, nfc) = match pre.as_str() {
+        "qwen2" | "deepseek-llm" => (QWEN2_PATTERN, true),
+        "llama-bpe" | "llama3" | "smaug-bpe" => (LLAMA3_PATTERN, false),
+        _ => (GPT2_PATTERN, false),
+    };
+    let vocab: HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
+    Ok(json!({
+        "normalizer": if nfc { json!({"type": "NFC"}) } else { Value::Null },
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false},
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
+        ]},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                  "vocab": vocab, "merges": merges}
+    }))
+}
+
+fn spm_spec(g: &GgufFile, tokens: &[String], types: &[i64]) -> Result<Value> {
+    let scores: Vec<f32> = g.array("tokenizer.ggml.scores")?.iter().map(|s| s.to_f32().unwrap_or(0.0)).collect();
+    let vocab: HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
+    // Every way to build a normal piece from two pieces, best-scoring result first.
+    let mut merges: Vec<(f32, usize, &str, &str)> = Vec::new();
+    for (id, piece) in tokens.iter().enumerate() {
+        if types.get(id).is_some_and(|&t| t != 1) {
+            continue;
+        }
+        for (k, _) in piece.char_indices().skip(1) {
+            let (a, b) = piece.split_at(k);
+            if vocab.contains_key(a) && vocab.contains_key(b) {
+                merges.push((scores.get(id).copied().unwrap_or(0.0), id, a, b));
+            }
+        }
+    }
+    merges.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+    let merges: Vec<Value> = merges.into_iter().map(|(_, _, a, b)| json!([a, b])).collect();
+    let prefix = g.bool("tokenizer.ggml.add_space_prefix").unwrap_or(false);
+    let mut normalizers = Vec::new();
+    if prefix {
+        normalizers.push(json!({"type": "Prepend", "prepend": "▁"}));
+    }
+    normalizers.push(json!({"type": "Replace", "pattern": {"String": " "}, "content": "▁"}));
+    let mut decoders = vec![
+        json!({"type": "Replace", "pattern": {"String": "▁"}, "content": " "}),
+        json!({"type": "ByteFallback"}),
+        json!({"type": "Fuse"}),
+    ];
+    if prefix {
+        decoders.push(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0}));
+    }
+    let unk = g.usize("tokenizer.ggml.unknown_token_id").ok().and_then(|i| tokens.get(i)).cloned();
+    Ok(json!({
+        "normalizer": {"type": "Sequence", "normalizers": normalizers},
+        "pre_tokenizer": null,
+        "decoder": {"type": "Sequence", "decoders": decoders},
+        "model": {"type": "BPE", "dropout": null, "unk_token": unk, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
+                  "vocab": vocab, "merges": merges}
+    }))
+}

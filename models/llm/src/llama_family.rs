@@ -1,0 +1,106 @@
+//! The pre-norm decoder block Qwen2, Qwen3 and Llama 3 share, and the assembly of a model from
+//! hyperparameters; each architecture file states only what differs.
+//!
+//! ```text
+//! x + attn(rms(x)) -> x + mlp(rms(x))          (attn: GQA, RoPE, optional qkv bias / qk norm)
+//! ```
+
+use infer_core::{LayerCache, ModelInfo, ModelLoadOptions, Result, Tensor, Weights};
+
+use crate::attention::{AttentionConfig, SelfAttention};
+use crate::decoder::{CausalDecoder, DecoderLayer, DecoderParts};
+use crate::hparams::HParams;
+use crate::layers::{Linear, RmsNorm, RopeAngles, Rotary, SwiGlu};
+
+/// What distinguishes the family members.
+pub struct Flavor {
+    pub architecture: &'static str,
+    /// q/k/v projections carry biases (Qwen2).
+    pub qkv_bias: bool,
+    /// Per-head RMSNorm of q and k before RoPE (Qwen3).
+    pub qk_norm: bool,
+}
+
+struct Block {
+    input_norm: RmsNorm,
+    attn: SelfAttention,
+    post_attn_norm: RmsNorm,
+    mlp: SwiGlu,
+}
+
+impl DecoderLayer for Block {
+    fn forward(&self, x: &Tensor, rope: &RopeAngles, cache: &mut LayerCache, mask: Option<&Tensor>) -> Result<Tensor> {
+        let h = self.attn.forward(&self.input_norm.forward(x)?, rope, cache, mask)?;
+        let x = x.add(&h)?;
+        x.add(&self.mlp.forward(&self.post_attn_norm.forward(&x)?)?)
+    }
+}
+
+pub fn build(
+    hp: &HParams,
+    flavor: &Flavor,
+    rotary: Rotary,
+    w: &Weights,
+    opts: &ModelLoadOptions,
+) -> Result<CausalDecoder> {
+    let m = w.pp("model");
+    let layers = (0..hp.layers)
+        .map(|i| {
+            let l = m.pp(format!("layers.{i}"));
+            let attn = AttentionConfig {
+                hidden: hp.hidden,
+                num_heads: hp.heads,
+                num_kv_heads: hp.kv_heads,
+                head_dim: hp.head_dim,
+                qkv_bias: flavor.qkv_bias,
+                qk_norm_eps: flavor.qk_norm.then_some(hp.rms_eps),
+                qk_norm_offset: 0.0,
+                scale: 1.0 / (hp.head_dim as f32).sqrt(),
+                window: 0,
+            };
+            Ok(Box::new(Block {
+                input_norm: RmsNorm::load(&l.pp("input_layernorm"), hp.hidden, hp.rms_eps)?,
+                attn: SelfAttention::load(&l.pp("self_attn"), attn)?,
+                post_attn_norm: RmsNorm::load(&l.pp("post_attention_layernorm"), hp.hidden, hp.rms_eps)?,
+                mlp: SwiGlu::load(&l.pp("mlp"), hp.hidden, hp.intermediate, false)?,
+            }) as Box<dyn DecoderLayer>)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let embed = m.get_shaped("embed_tokens.weight", &[hp.vocab_size, hp.hidden])?;
+    let lm_head = if hp.tie_embeddings || !w.contains("lm_head.weight") {
+        Linear::from_weight(embed.clone())
+    } else {
+        Linear::load(&w.pp("lm_head"), hp.vocab_size, hp.hidden, false)?
+    };
+    Ok(CausalDecoder::new(DecoderParts {
+        info: model_info(flavor.architecture, hp, &embed, opts),
+        embed,
+        embed_scale: None,
+        layers,
+        layer_windows: vec![0; hp.layers],
+        norm: RmsNorm::load(&m.pp("norm"), hp.hidden, hp.rms_eps)?,
+        lm_head,
+        ropes: vec![rotary],
+        layer_rope: vec![0; hp.layers],
+    }))
+}
+
+/// `ModelInfo` from hyperparameters; quantization read off the embedding table's dtype.
+pub fn model_info(architecture: &str, hp: &HParams, embed: &Tensor, opts: &ModelLoadOptions) -> ModelInfo {
+    let (per_block, bytes) = embed.dtype().block();
+    let (bits, group) =
+        if embed.dtype().is_quantized() { ((bytes * 8 / per_block) as u32, per_block as u32) } else { (0, 0) };
+    ModelInfo {
+        architecture: architecture.into(),
+        vocab_size: hp.vocab_size,
+        num_layers: hp.layers,
+        hidden_size: hp.hidden,
+        num_heads: hp.heads,
+        num_kv_heads: hp.kv_heads,
+        head_dim: hp.head_dim,
+        max_position_embeddings: hp.max_positions,
+        quant_bits: bits,
+        quant_group: group,
+        dtype: opts.dtype.name().into(),
+    }
+}

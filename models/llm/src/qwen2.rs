@@ -1,0 +1,20 @@
+//! Qwen2 / Qwen2.5 (transformers `modeling_qwen2.py`): the Llama-like decoder with biases on the
+//! q/k/v projections (not on o) and no q/k norm. Split-half RoPE in both HF and GGUF layouts.
+
+use std::path::Path;
+
+use infer_core::{Backend, ModelLoadOptions, Result, RopeLayout};
+
+use crate::checkpoint::{gguf_name, Checkpoint};
+use crate::decoder::CausalDecoder;
+use crate::layers::Rotary;
+use crate::llama_family::{build, Flavor};
+use crate::qwen3::qwen_hparams;
+
+pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<CausalDecoder> {
+    let ckpt = Checkpoint::open(path)?;
+    let hp = qwen_hparams(&ckpt, "qwen2")?;
+    let w = ckpt.weights(backend, opts.dtype, gguf_name)?;
+    let rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::SplitHalf, opts.dtype);
+    build(&hp, &Flavor { architecture: "qwen2", qkv_bias: true, qk_norm: false }, rotary, &w, opts)
+}
