@@ -20,6 +20,8 @@ pub struct AttentionConfig {
     pub scale: f32,
     /// Sliding window (0: global attention).
     pub window: usize,
+    /// Attention logit soft-capping (0: none).
+    pub softcap: f32,
 }
 
 pub struct SelfAttention {
@@ -71,7 +73,7 @@ impl SelfAttention {
         let k = rope.apply(&k)?;
         let (k, v) = cache.append(&k, &v)?;
         let window = if self.cfg.window > 0 { self.cfg.window } else { cache.window() };
-        let opts = AttentionOpts { window, ..AttentionOpts::causal(self.cfg.scale) };
+        let opts = AttentionOpts { window, softcap: self.cfg.softcap, ..AttentionOpts::causal(self.cfg.scale) };
         let y = Tensor::attention(&q, &k, &v, mask, opts)?;
         let y = y.transpose(1, 2)?.reshape(&[b, t, self.cfg.num_heads * d])?;
         self.o.forward(&y)

@@ -6,6 +6,7 @@ pub mod attention;
 pub mod checkpoint;
 pub mod config;
 pub mod decoder;
+pub mod gemma3;
 pub mod hparams;
 pub mod layers;
 pub mod llama;
@@ -32,4 +33,11 @@ infer_core::register_text_model! {
     description: "Llama 3 decoder with llama3 RoPE scaling (safetensors or GGUF)",
     architectures: ["llama"],
     load: llama::load,
+}
+
+infer_core::register_text_model! {
+    name: "gemma3",
+    description: "Gemma 3 text decoder: sliding-window and global layers (safetensors or GGUF)",
+    architectures: ["gemma3", "gemma3_text"],
+    load: gemma3::load,
 }

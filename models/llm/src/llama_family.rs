@@ -57,6 +57,7 @@ pub fn build(
                 qk_norm_offset: 0.0,
                 scale: 1.0 / (hp.head_dim as f32).sqrt(),
                 window: 0,
+                softcap: 0.0,
             };
             Ok(Box::new(Block {
                 input_norm: RmsNorm::load(&l.pp("input_layernorm"), hp.hidden, hp.rms_eps)?,

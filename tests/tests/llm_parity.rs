@@ -1,5 +1,6 @@
-//! Qwen3 parity with transformers on tiny random checkpoints it wrote (tests/fixtures/qwen3),
-//! on every backend setup: last-position logits within tolerance, greedy ids identical.
+//! Decoder LLM parity with transformers on tiny random checkpoints it wrote (tests/fixtures:
+//! Qwen3, Qwen2, Llama 3, Gemma 3), on every backend setup: last-position logits within
+//! tolerance, greedy ids identical.
 //!
 //! Tolerance (f32): 1e-4 absolute on logits. The reference itself moves by up to 7e-6 between
 //! its eager and SDPA attention paths, logits span about ±7, and the smallest top-1/top-2 margin
@@ -10,7 +11,18 @@ use infer_core::{DType, GenerateConfig, LoadConfig};
 use infer_tests::{fixture, golden, max_abs_diff, Setup};
 
 const F32_TOL: f32 = 1e-4;
-const CHECKPOINTS: [&str; 4] = ["gqa", "head-dim", "sharded", "bf16"];
+const CHECKPOINTS: [&str; 10] = [
+    "qwen3/gqa",
+    "qwen3/head-dim",
+    "qwen3/sharded",
+    "qwen3/bf16",
+    "qwen2/base",
+    "qwen2/tied",
+    "llama3/scaled",
+    "llama3/plain",
+    "gemma3/base",
+    "gemma3/window-long",
+];
 
 fn load_cfg(setup: Setup, dtype: DType) -> LoadConfig {
     LoadConfig { backend: Some(setup.backend().into()), dtype: Some(dtype), ..Default::default() }
@@ -21,7 +33,7 @@ fn greedy_ids_match_transformers() {
     for setup in Setup::all() {
         let registry = setup.registry().unwrap();
         for name in CHECKPOINTS {
-            let dir = fixture(&format!("qwen3/{name}"));
+            let dir = fixture(name);
             let model = registry.load_model(&dir, &load_cfg(setup, DType::F32)).unwrap();
             for case in golden(&dir).cases {
                 let cfg = GenerateConfig { max_tokens: case.greedy.len(), ignore_eos: true, ..Default::default() };
@@ -37,7 +49,7 @@ fn last_logits_match_transformers() {
     for setup in Setup::all() {
         let registry = setup.registry().unwrap();
         for name in CHECKPOINTS {
-            let dir = fixture(&format!("qwen3/{name}"));
+            let dir = fixture(name);
             let model = registry.load_model(&dir, &load_cfg(setup, DType::F32)).unwrap();
             for case in golden(&dir).cases {
                 let logits = last_logits(&*model, &case.ids);
@@ -68,7 +80,7 @@ fn half_precision_logits_stay_within_tolerance() {
         for setup in Setup::all() {
             let registry = setup.registry().unwrap();
             for name in CHECKPOINTS {
-                let dir = fixture(&format!("qwen3/{name}"));
+                let dir = fixture(name);
                 let model = registry.load_model(&dir, &load_cfg(setup, dtype)).unwrap();
                 for case in golden(&dir).cases {
                     let logits = last_logits(&*model, &case.ids);
