@@ -9,8 +9,6 @@
 
 use candle_core::{CpuStorage, CustomOp1, DType as C, Layout, Result, Shape, Tensor};
 
-use crate::attention_decode;
-
 /// Score elements per query block (f32): 16 MiB (measured: 1.8x faster than 64 MiB for a
 /// 1024-token causal prefill, which also lets causal blocks skip the keys they cannot see).
 const BLOCK_ELEMS: usize = 1 << 22;
@@ -50,11 +48,10 @@ fn matmul_ready(t: Tensor) -> Result<Tensor> {
 /// q (b,hq,tq,d), k (b,hkv,tk,d), v (b,hkv,tk,dv), mask broadcastable to (b,hq,tq,tk)
 /// -> (b,hq,tq,dv) in q's dtype.
 pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, p: AttnParams) -> Result<Tensor> {
-    attention_blocked(q, k, v, mask, p, BLOCK_ELEMS, attention_decode::MAX_ROWS)
+    attention_blocked(q, k, v, mask, p, BLOCK_ELEMS)
 }
 
-/// [`attention`] with query blocks of at most `block_elems` score elements; blocks of at most
-/// `decode_rows` query rows per KV head (and no mask) take the streaming decode kernel.
+/// [`attention`] with query blocks of at most `block_elems` score elements.
 fn attention_blocked(
     q: &Tensor,
     k: &Tensor,
@@ -62,7 +59,6 @@ fn attention_blocked(
     mask: Option<&Tensor>,
     p: AttnParams,
     block_elems: usize,
-    decode_rows: usize,
 ) -> Result<Tensor> {
     let (b, hq, tq, d) = q.dims4()?;
     let (bk, hkv, tk, dk) = k.dims4()?;
@@ -112,7 +108,7 @@ fn attention_blocked(
     let mut s = 0;
     while s < tq {
         let c = block.min(tq - s);
-        outs.push(attend_block(&qf, &kf, &vf, mask.as_ref(), s, c, hkv, p, decode_rows)?);
+        outs.push(attend_block(&qf, &kf, &vf, mask.as_ref(), s, c, hkv, p)?);
         s += c;
     }
     let out = if outs.len() == 1 { outs.pop().expect("one block") } else { Tensor::cat(&outs, 2)? };
@@ -134,7 +130,6 @@ fn attend_block(
     c: usize,
     hkv: usize,
     p: AttnParams,
-    decode_rows: usize,
 ) -> Result<Tensor> {
     let (b, hq, tq, d) = q.dims4()?;
     let (_, _, tk, _) = k.dims4()?;
@@ -154,11 +149,6 @@ fn attend_block(
     let vb = if nk == tk { v.clone() } else { v.narrow(2, k_lo, nk)? };
     // Absolute position of query 0 of the block, relative to key k_lo.
     let vis = Visibility { c, nk, first: first as isize - k_lo as isize, causal: p.causal, window: p.window };
-    if mask.is_none() && rep * c <= decode_rows {
-        if let Some(out) = attention_decode::attend(&qb, &kb, &vb, &vis, p.softcap)? {
-            return out.reshape((b, hq, c, dv));
-        }
-    }
     let mut scores = qb.matmul(&kb.t()?)?; // (b, hkv, rep·c, nk)
 
     let mut softcap = p.softcap;
@@ -188,21 +178,21 @@ fn attend_block(
 
 /// Which keys each query of a block sees: rows of scores are (…, rep, c) queries by `nk` keys.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Visibility {
+struct Visibility {
     /// Queries in the block.
-    pub c: usize,
+    c: usize,
     /// Keys the block reads.
-    pub nk: usize,
+    nk: usize,
     /// Absolute position of the block's query 0, relative to its first key.
-    pub first: isize,
-    pub causal: bool,
-    pub window: usize,
+    first: isize,
+    causal: bool,
+    window: usize,
 }
 
 impl Visibility {
     /// Visible keys [lo, hi) of query `i` of the block: j <= pos when causal, j > pos - window
     /// when window > 0.
-    pub fn range(&self, i: usize) -> (usize, usize) {
+    fn range(&self, i: usize) -> (usize, usize) {
         let pos = self.first + i as isize;
         let hi = if self.causal { (pos + 1).clamp(0, self.nk as isize) as usize } else { self.nk };
         let lo = if self.window > 0 { (pos + 1 - self.window as isize).clamp(0, hi as isize) as usize } else { 0 };
@@ -330,52 +320,11 @@ mod tests {
         ] {
             let p = AttnParams { scale: 0.5, causal, window, softcap };
             let m = with_mask.then_some(&mask);
-            let one = attention_blocked(&q, &k, &v, m, p, usize::MAX, 0).unwrap();
+            let one = attention_blocked(&q, &k, &v, m, p, usize::MAX).unwrap();
             for rows in [1, 2, 4] {
-                let blocked = attention_blocked(&q, &k, &v, m, p, rows * b * hq * tk, 0).unwrap();
+                let blocked = attention_blocked(&q, &k, &v, m, p, rows * b * hq * tk).unwrap();
                 let diff = (&one - &blocked).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
                 assert!(diff < 1e-6, "causal {causal} window {window} rows {rows}: {diff}");
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod decode_tests {
-    use super::*;
-    use candle_core::Device;
-
-    fn rand(shape: &[usize], seed: u64) -> Tensor {
-        let n: usize = shape.iter().product();
-        let mut s = seed;
-        let v: Vec<f32> = (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect();
-        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
-    }
-
-    /// The streaming decode kernel equals the gemm + softmax path, for several key chunks,
-    /// one KV head, keys read through a narrowed (strided) cache view.
-    #[test]
-    fn decode_kernel_matches_gemm_path() {
-        for (b, hq, hkv, tq, tk, d, dv) in [(1, 4, 1, 1, 700, 16, 8), (2, 6, 2, 3, 300, 8, 8), (1, 2, 2, 1, 5, 4, 3)] {
-            let q = rand(&[b, hq, tq, d], 11);
-            let kbuf = rand(&[b, hkv, tk + 40, d], 12);
-            let vbuf = rand(&[b, hkv, tk + 40, dv], 13);
-            let (k, v) = (kbuf.narrow(2, 0, tk).unwrap(), vbuf.narrow(2, 0, tk).unwrap());
-            for (causal, window, softcap) in [(true, 0, 0.0), (true, 100, 0.0), (false, 0, 3.0), (true, 2, 1.0)] {
-                let p = AttnParams { scale: 0.7, causal, window, softcap };
-                let gemm = attention_blocked(&q, &k, &v, None, p, usize::MAX, 0).unwrap();
-                let dec = attention_blocked(&q, &k, &v, None, p, usize::MAX, attention_decode::MAX_ROWS).unwrap();
-                let diff = (&gemm - &dec).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-                assert!(
-                    diff < 1e-5,
-                    "{:?} causal {causal} window {window} softcap {softcap}: {diff}",
-                    (b, hq, hkv, tq, tk)
-                );
             }
         }
     }

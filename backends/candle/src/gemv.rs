@@ -79,12 +79,6 @@ fn run<T: Row>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, out: &mut [f32
     }
 }
 
-/// Dot product of two f32 slices (of equal length), with AVX2+FMA where the CPU has it.
-#[inline]
-pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
-    <f32 as Row>::dot(a, b, has_fma())
-}
-
 fn has_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {

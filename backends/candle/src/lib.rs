@@ -9,7 +9,6 @@
 //! (quantized weights), [`ops`] (dispatch) and one module per op family.
 
 pub mod attention;
-pub mod attention_decode;
 pub mod conv;
 pub mod convert;
 pub mod elementwise;
