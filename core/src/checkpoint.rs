@@ -22,12 +22,12 @@ pub struct CheckpointInfo {
 
 impl CheckpointInfo {
     /// The tokenizer the checkpoint ships: GGUF metadata or the directory's tokenizer.json.
-    pub fn tokenizer(&self) -> Result<crate::HfTokenizer> {
+    pub fn tokenizer(&self) -> Result<Box<dyn crate::Tokenizer>> {
         match self.format {
             CheckpointFormat::Gguf => {
                 crate::text::gguf_tokenizer::tokenizer_from_gguf(&crate::gguf::GgufFile::open(&self.path)?)
             }
-            CheckpointFormat::Safetensors => crate::HfTokenizer::from_dir(&self.path),
+            CheckpointFormat::Safetensors => Ok(Box::new(crate::HfTokenizer::from_dir(&self.path)?)),
         }
     }
 }

@@ -55,6 +55,10 @@ impl GgufFile {
         &self.mmap
     }
 
+    pub(crate) fn mmap(&self) -> &Mmap {
+        &self.mmap
+    }
+
     /// Every tensor must lie inside the file: a truncated download fails here, not mid-run.
     fn check_tensor_ranges(&self) -> Result<()> {
         for (name, info) in &self.content.tensor_infos {

@@ -31,6 +31,27 @@ impl Backing {
             Backing::Gguf(g) => g.data(),
         }
     }
+
+    /// Drops the mapped pages of a range the backend has copied, so a loaded model is not
+    /// resident twice (file pages + backend copy).
+    fn release(&self, start: usize, end: usize) {
+        let map = match self {
+            Backing::Mmap(m) => m,
+            Backing::Gguf(g) => g.mmap(),
+        };
+        release_pages(map, start, end);
+    }
+}
+
+/// `madvise(DONTNEED)` on the whole pages inside `start..end`. The mapping is a read-only private
+/// file mapping, so a later read of those pages faults them back in from the file: always safe.
+fn release_pages(map: &Mmap, start: usize, end: usize) {
+    const PAGE: usize = 4096;
+    let (s, e) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
+    if e > s {
+        // SAFETY: see above; DontNeed on a read-only file mapping cannot lose data.
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, s, e - s) };
+    }
 }
 
 struct Store {
@@ -141,6 +162,7 @@ impl Weights {
             return t.to_dtype(self.dtype);
         }
         let t = Tensor::from_bytes(&self.backend, bytes, e.dtype, &e.shape).map_err(located)?;
+        backing.release(e.start, e.end);
         if e.dtype.is_float() && e.dtype != self.dtype {
             t.to_dtype(self.dtype)
         } else {

@@ -2,9 +2,8 @@
 //!
 //! - `tokenizer.ggml.model = "gpt2"`: byte-level BPE from `tokens` + `merges`, with the
 //!   pre-tokenizer regex named by `tokenizer.ggml.pre` (Qwen2, Llama 3, GPT-2);
-//! - `tokenizer.ggml.model = "llama"`: SentencePiece BPE from `tokens` + `scores` (Gemma, Llama 2).
-//!   Merges are derived from the scores the way llama.cpp's SPM tokenizer applies them: the pair
-//!   whose merged piece scores highest merges first; unknown characters fall back to `<0xXX>`.
+//! - `tokenizer.ggml.model = "llama"`: SentencePiece BPE from `tokens` + `scores` (Gemma, Llama 2),
+//!   run by [`crate::text::spm`] exactly as llama.cpp does.
 //!
 //! Control and user-defined tokens become added tokens, so `<start_of_turn>` in text is one id.
 
@@ -14,7 +13,8 @@ use serde_json::{json, Value};
 
 use crate::gguf::GgufFile;
 use crate::text::chat_template::ChatTemplate;
-use crate::text::tokenizer::HfTokenizer;
+use crate::text::spm::{SpmModel, SpmTokenizer};
+use crate::text::tokenizer::{HfTokenizer, SpecialTokens, Tokenizer};
 use crate::{Error, Result};
 
 const TOKEN_CONTROL: i64 = 3;
@@ -31,23 +31,30 @@ const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p
 /// Tokens that end a turn in the chat formats llama.cpp knows, stopped on when present.
 const END_OF_TURN: [&str; 5] = ["<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end|>"];
 
-pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<HfTokenizer> {
+pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<Box<dyn Tokenizer>> {
     let model = g.string("tokenizer.ggml.model")?;
     let tokens = g.strings("tokenizer.ggml.tokens")?;
     let types: Vec<i64> = match g.array("tokenizer.ggml.token_type") {
         Ok(v) => v.iter().map(|t| t.to_i32().map(i64::from).unwrap_or(1)).collect(),
         Err(_) => vec![1; tokens.len()],
     };
-    let spec = match model.as_str() {
-        "gpt2" => gpt2_spec(g, &tokens)?,
-        "llama" => spm_spec(g, &tokens, &types)?,
-        other => {
-            return Err(Error::checkpoint(
-                g.path(),
-                format!("unsupported tokenizer model `{other}` (gpt2 and llama are)"),
-            ))
+    match model.as_str() {
+        "gpt2" => gpt2_tokenizer(g, &tokens, &types),
+        "llama" => {
+            let scores: Vec<f32> =
+                g.array("tokenizer.ggml.scores")?.iter().map(|s| s.to_f32().unwrap_or(0.0)).collect();
+            let prefix = g.bool("tokenizer.ggml.add_space_prefix").unwrap_or(false);
+            let spm = SpmModel::new(tokens.clone(), scores, types, prefix)?;
+            let special = special_tokens(g, &tokens, |t| spm.id(t), true)?;
+            Ok(Box::new(SpmTokenizer { model: spm, special }))
         }
-    };
+        other => {
+            Err(Error::checkpoint(g.path(), format!("unsupported tokenizer model `{other}` (gpt2 and llama are)")))
+        }
+    }
+}
+
+fn gpt2_tokenizer(g: &GgufFile, tokens: &[String], types: &[i64]) -> Result<Box<dyn Tokenizer>> {
     let added: Vec<Value> = tokens
         .iter()
         .enumerate()
@@ -57,7 +64,7 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<HfTokenizer> {
                    "normalized": false, "special": types[i] == TOKEN_CONTROL})
         })
         .collect();
-    let mut doc = spec;
+    let mut doc = gpt2_spec(g, tokens)?;
     doc["version"] = json!("1.0");
     doc["truncation"] = Value::Null;
     doc["padding"] = Value::Null;
@@ -65,13 +72,23 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<HfTokenizer> {
     doc["added_tokens"] = Value::Array(added);
     let inner: tokenizers::Tokenizer = serde_json::from_value::<tokenizers::Tokenizer>(doc)
         .map_err(|e| Error::checkpoint(g.path(), format!("cannot build the tokenizer from metadata: {e}")))?;
+    let s = special_tokens(g, tokens, |t| inner.token_to_id(t), false)?;
+    Ok(Box::new(HfTokenizer::from_parts(inner, s.bos, s.add_bos, s.eos, s.template)))
+}
 
+/// BOS/EOS ids, whether to add BOS, and the chat template, from `tokenizer.*` metadata.
+fn special_tokens(
+    g: &GgufFile,
+    tokens: &[String],
+    lookup: impl Fn(&str) -> Option<u32>,
+    add_bos_default: bool,
+) -> Result<SpecialTokens> {
     let id = |key: &str| g.usize(key).ok().map(|v| v as u32);
     let bos = id("tokenizer.ggml.bos_token_id");
-    let add_bos = g.bool("tokenizer.ggml.add_bos_token").unwrap_or(model == "llama");
+    let add_bos = g.bool("tokenizer.ggml.add_bos_token").unwrap_or(add_bos_default);
     let mut eos: Vec<u32> =
         [id("tokenizer.ggml.eos_token_id"), id("tokenizer.ggml.eot_token_id")].into_iter().flatten().collect();
-    eos.extend(END_OF_TURN.iter().filter_map(|t| inner.token_to_id(t)));
+    eos.extend(END_OF_TURN.iter().filter_map(|t| lookup(t)));
     eos.sort_unstable();
     eos.dedup();
     let name = |id: Option<u32>| id.and_then(|i| tokens.get(i as usize)).cloned().unwrap_or_default();
@@ -79,7 +96,7 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<HfTokenizer> {
         Ok(src) => Some(ChatTemplate::new(src, &name(bos), &name(eos.first().copied()))?),
         Err(_) => None,
     };
-    Ok(HfTokenizer::from_parts(inner, bos, add_bos, eos, template))
+    Ok(SpecialTokens { bos, add_bos, eos, template })
 }
 
 fn gpt2_spec(g: &GgufFile, tokens: &[String]) -> Result<Value> {
@@ -107,49 +124,6 @@ fn gpt2_spec(g: &GgufFile, tokens: &[String]) -> Result<Value> {
         "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
         "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
                   "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-                  "vocab": vocab, "merges": merges}
-    }))
-}
-
-fn spm_spec(g: &GgufFile, tokens: &[String], types: &[i64]) -> Result<Value> {
-    let scores: Vec<f32> = g.array("tokenizer.ggml.scores")?.iter().map(|s| s.to_f32().unwrap_or(0.0)).collect();
-    let vocab: HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
-    // Every way to build a normal piece from two pieces, best-scoring result first.
-    let mut merges: Vec<(f32, usize, &str, &str)> = Vec::new();
-    for (id, piece) in tokens.iter().enumerate() {
-        if types.get(id).is_some_and(|&t| t != 1) {
-            continue;
-        }
-        for (k, _) in piece.char_indices().skip(1) {
-            let (a, b) = piece.split_at(k);
-            if vocab.contains_key(a) && vocab.contains_key(b) {
-                merges.push((scores.get(id).copied().unwrap_or(0.0), id, a, b));
-            }
-        }
-    }
-    merges.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
-    let merges: Vec<Value> = merges.into_iter().map(|(_, _, a, b)| json!([a, b])).collect();
-    let prefix = g.bool("tokenizer.ggml.add_space_prefix").unwrap_or(false);
-    let mut normalizers = Vec::new();
-    if prefix {
-        normalizers.push(json!({"type": "Prepend", "prepend": "▁"}));
-    }
-    normalizers.push(json!({"type": "Replace", "pattern": {"String": " "}, "content": "▁"}));
-    let mut decoders = vec![
-        json!({"type": "Replace", "pattern": {"String": "▁"}, "content": " "}),
-        json!({"type": "ByteFallback"}),
-        json!({"type": "Fuse"}),
-    ];
-    if prefix {
-        decoders.push(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0}));
-    }
-    let unk = g.usize("tokenizer.ggml.unknown_token_id").ok().and_then(|i| tokens.get(i)).cloned();
-    Ok(json!({
-        "normalizer": {"type": "Sequence", "normalizers": normalizers},
-        "pre_tokenizer": null,
-        "decoder": {"type": "Sequence", "decoders": decoders},
-        "model": {"type": "BPE", "dropout": null, "unk_token": unk, "continuing_subword_prefix": null,
-                  "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
                   "vocab": vocab, "merges": merges}
     }))
 }

@@ -8,5 +8,6 @@ pub mod gguf_tokenizer;
 pub mod kv_cache;
 pub mod model;
 pub mod sampling;
+pub mod spm;
 pub mod tokenizer;
 pub mod types;

@@ -15,9 +15,19 @@ pub trait Tokenizer: Send + Sync {
     fn token_to_id(&self, token: &str) -> Option<u32>;
     fn id_to_token(&self, id: u32) -> Option<String>;
     fn bos_id(&self) -> Option<u32>;
+    /// Whether prompts should start with the BOS id (the checkpoint's `add_bos_token`).
+    fn adds_bos(&self) -> bool;
     /// Ids that end a turn (eos, end-of-turn markers).
     fn eos_ids(&self) -> &[u32];
     fn chat_template(&self) -> Option<&ChatTemplate>;
+}
+
+/// BOS/EOS facts and the chat template, wherever the vocabulary came from.
+pub struct SpecialTokens {
+    pub bos: Option<u32>,
+    pub add_bos: bool,
+    pub eos: Vec<u32>,
+    pub template: Option<ChatTemplate>,
 }
 
 /// `tokenizer.json` plus the special-token facts from `tokenizer_config.json`,
@@ -102,11 +112,6 @@ impl HfTokenizer {
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.inner
     }
-
-    /// Whether the checkpoint asks for a BOS id at the start of every prompt.
-    pub fn adds_bos(&self) -> bool {
-        self.add_bos
-    }
 }
 
 fn inner_token(t: &tokenizers::Tokenizer, id: Option<u32>) -> String {
@@ -152,6 +157,10 @@ impl Tokenizer for HfTokenizer {
 
     fn bos_id(&self) -> Option<u32> {
         self.bos
+    }
+
+    fn adds_bos(&self) -> bool {
+        self.add_bos
     }
 
     fn eos_ids(&self) -> &[u32] {

