@@ -25,6 +25,10 @@ struct Cli {
 enum Command {
     /// Generate text from a prompt.
     Run(commands::run::RunArgs),
+    /// Talk to a model, turn by turn, with its chat template.
+    Chat(commands::chat::ChatArgs),
+    /// Measure prefill/decode throughput, time to first token and peak memory.
+    Bench(commands::bench::BenchArgs),
     /// List backend and model plugins and where they come from.
     Plugins(commands::plugins::PluginsArgs),
     /// Print a model's facts.
@@ -41,6 +45,8 @@ fn main() -> ExitCode {
         let registry = infer_core::Registry::discover(cli.config.as_deref())?;
         match cli.command {
             Command::Run(args) => commands::run::run(&registry, args),
+            Command::Chat(args) => commands::chat::run(&registry, args),
+            Command::Bench(args) => commands::bench::run(&registry, args),
             Command::Plugins(args) => commands::plugins::run(&registry, args),
             Command::Info(args) => commands::info::run(&registry, args),
         }

@@ -77,7 +77,8 @@ pub trait BackendImpl: Send + Sync {
         -> RResult<TensorObj, FfiError>;
     /// A tensor filled with `value`.
     fn full(&self, value: f64, dtype: DType, shape: RSlice<'_, usize>) -> RResult<TensorObj, FfiError>;
-    /// Row-major little-endian bytes of `t` (waits for pending work).
+    /// Row-major little-endian bytes of `t` (waits for pending work); a quantized tensor gives
+    /// its raw GGML blocks (what `from_bytes` took).
     fn to_bytes(&self, t: &TensorObj) -> RResult<RVec<u8>, FfiError>;
     /// Runs one op of the op set.
     fn exec(&self, op: Op<'_>, inputs: RSlice<'_, &TensorObj>) -> RResult<TensorObj, FfiError>;

@@ -109,13 +109,14 @@ pub enum Op<'a> {
     IndexSelect { dim: usize },
     /// [x, ids(u32)] -> out[i][j] = x[i][ids[i][j]] along dim (ids same rank as x).
     Gather { dim: usize },
-    /// [x] -> reduction along dim.
+    /// [x] -> reduction along dim. Sum of integers is i64 (PyTorch); Mean of integers is an
+    /// error; ArgMax/ArgMin give the first extreme index as u32.
     Reduce { op: ReduceOp, dim: usize, keepdim: bool },
-    /// [x] -> softmax along the last dim, computed in f32.
+    /// [x] -> softmax along the last dim, computed in f32, returned in x's dtype.
     Softmax,
     /// [x] -> log-softmax along the last dim.
     LogSoftmax,
-    /// [x] -> inclusive cumulative sum along dim.
+    /// [x] -> inclusive cumulative sum along dim (floats keep their dtype, integers give i64).
     Cumsum { dim: usize },
     /// [x] -> u32 indices that sort x along the last dim.
     ArgSort { descending: bool },

@@ -13,7 +13,7 @@ pub struct InfoArgs {
 }
 
 pub fn run(registry: &Registry, args: InfoArgs) -> Result<()> {
-    let model = registry.load_model(&args.model.model, &args.model.load_config()?)?;
+    let model = args.model.load(registry)?;
     let i = model.info();
     let v = serde_json::json!({
         "model_type": model.model_type(),

@@ -1,3 +1,5 @@
+pub mod bench;
+pub mod chat;
 pub mod info;
 pub mod plugins;
 pub mod run;

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use infer_core::{GenerateConfig, Message, Registry};
 
@@ -63,9 +63,7 @@ pub fn run(registry: &Registry, args: RunArgs) -> Result<()> {
     if args.prompt.is_none() && args.prompt_tokens.is_none() {
         bail!("give a prompt with --prompt TEXT or --prompt-tokens 1,2,3");
     }
-    let model = registry
-        .load_model(&args.model.model, &args.model.load_config()?)
-        .with_context(|| format!("loading {}", args.model.model.display()))?;
+    let model = args.model.load(registry)?;
     let stream = match (&args.prompt, &args.prompt_tokens) {
         (_, Some(ids)) => model.generate_ids(ids, &cfg)?,
         (Some(p), None) if args.chat => model.chat(&[Message::user(p.clone())], &cfg)?,

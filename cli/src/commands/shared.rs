@@ -2,15 +2,16 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use infer_core::{DType, LoadConfig};
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// Checkpoint directory (config.json + safetensors + tokenizer.json).
+    /// Checkpoint: a directory (config.json + safetensors + tokenizer.json) or a .gguf file.
+    /// Default: Gemma 3 270M Q4_K_M from the model cache (tools/models/fetch.sh puts it there).
     #[arg(long, short)]
-    pub model: PathBuf,
+    pub model: Option<PathBuf>,
     /// Backend name or alias: candle, cpu, cuda, metal, or a plugin's name.
     #[arg(long, short)]
     pub backend: Option<String>,
@@ -25,7 +26,38 @@ pub struct ModelArgs {
     pub context_len: usize,
 }
 
+/// Where tools/models/fetch.sh puts the real models.
+pub fn models_dir() -> PathBuf {
+    match std::env::var_os("INFER_MODELS_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".cache/infer/models"),
+    }
+}
+
+pub const DEFAULT_MODEL_FILE: &str = "gemma-3-270m-q4_k_m.gguf";
+
 impl ModelArgs {
+    /// The checkpoint to load: `--model`, else the default model, which must have been fetched.
+    pub fn model_path(&self) -> Result<PathBuf> {
+        if let Some(m) = &self.model {
+            return Ok(m.clone());
+        }
+        let default = models_dir().join(DEFAULT_MODEL_FILE);
+        if !default.exists() {
+            bail!(
+                "no --model given and the default model (Gemma 3 270M Q4_K_M) is not at {}: fetch it with tools/models/fetch.sh",
+                default.display()
+            );
+        }
+        Ok(default)
+    }
+
+    /// Loads the model through `registry`.
+    pub fn load(&self, registry: &infer_core::Registry) -> Result<Box<dyn infer_core::TextModel>> {
+        let path = self.model_path()?;
+        registry.load_model(&path, &self.load_config()?).with_context(|| format!("loading {}", path.display()))
+    }
+
     pub fn load_config(&self) -> Result<LoadConfig> {
         let Some(dtype) = DType::parse_float(&self.dtype) else {
             bail!("--dtype {}: expected f32, f16 or bf16", self.dtype);

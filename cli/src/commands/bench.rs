@@ -1,0 +1,92 @@
+//! `infer bench`: prefill and decode throughput, time to first token and peak memory, as the
+//! median over several runs.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use infer_core::{GenerateConfig, Registry};
+
+use super::shared::ModelArgs;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt length in tokens (a fixed pattern of ordinary token ids).
+    #[arg(long, default_value_t = 128)]
+    pub prompt_tokens: usize,
+    /// Tokens to decode per run.
+    #[arg(long, default_value_t = 64)]
+    pub gen_tokens: usize,
+    /// Timed runs (one warm-up run is added).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn run(registry: &Registry, args: BenchArgs) -> Result<()> {
+    if args.runs == 0 || args.prompt_tokens == 0 {
+        bail!("--runs and --prompt-tokens must be at least 1");
+    }
+    let load_start = std::time::Instant::now();
+    let model = args.model.load(registry)?;
+    let load_secs = load_start.elapsed().as_secs_f64();
+    // Ordinary ids from the middle of the vocabulary: no special tokens, no early EOS matters
+    // since EOS is ignored.
+    let vocab = model.info().vocab_size as u32;
+    let prompt: Vec<u32> = (0..args.prompt_tokens as u32).map(|i| 1000.min(vocab / 2) + (i * 7) % 500).collect();
+    let cfg = GenerateConfig { max_tokens: args.gen_tokens, ignore_eos: true, ..Default::default() };
+    let (mut prefill, mut decode, mut ttft) = (Vec::new(), Vec::new(), Vec::new());
+    let mut peak = 0;
+    for run in 0..=args.runs {
+        let n = model.generate_ids(&prompt, &cfg)?.try_fold(0usize, |n, t| t.map(|_| n + 1))?;
+        let m = model.metrics();
+        if n != args.gen_tokens {
+            bail!("generated {n} tokens, expected {}", args.gen_tokens);
+        }
+        peak = peak.max(m.peak_memory_bytes);
+        if run == 0 {
+            continue; // warm-up: first touches, kernel repacking
+        }
+        prefill.push(m.prefill_tokens_per_sec);
+        decode.push(m.decode_tokens_per_sec);
+        ttft.push(m.time_to_first_token.as_secs_f64());
+    }
+    let info = model.info();
+    let result = serde_json::json!({
+        "model": args.model.model_path()?.display().to_string(),
+        "architecture": info.architecture.as_str(),
+        "backend": args.model.backend.clone().unwrap_or_else(|| "default".into()),
+        "dtype": info.dtype.as_str(),
+        "prompt_tokens": args.prompt_tokens,
+        "gen_tokens": args.gen_tokens,
+        "runs": args.runs,
+        "load_seconds": load_secs,
+        "prefill_tok_s": median(prefill),
+        "decode_tok_s": median(decode),
+        "ttft_ms": median(ttft) * 1e3,
+        "peak_rss_mb": peak as f64 / 1e6,
+    });
+    if args.json {
+        println!("{result}");
+    } else {
+        println!(
+            "{} ({}): prefill {:.1} tok/s, decode {:.1} tok/s, ttft {:.0} ms, peak RSS {:.0} MB (median of {} runs, load {:.2} s)",
+            info.architecture.as_str(),
+            info.dtype.as_str(),
+            result["prefill_tok_s"].as_f64().unwrap_or(0.0),
+            result["decode_tok_s"].as_f64().unwrap_or(0.0),
+            result["ttft_ms"].as_f64().unwrap_or(0.0),
+            result["peak_rss_mb"].as_f64().unwrap_or(0.0),
+            args.runs,
+            load_secs
+        );
+    }
+    Ok(())
+}
