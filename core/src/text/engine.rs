@@ -186,6 +186,23 @@ impl TextModel for LlmEngine {
         Ok(out)
     }
 
+    fn continuation_logits(&self, prompt: &[u32], continuation: &[u32]) -> Result<Vec<Vec<f32>>> {
+        self.check_prompt(prompt)?;
+        if continuation.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cache = self.new_cache()?;
+        let first = self.forward(prompt, 1, &mut cache, None, true)?.to_vec_f32()?;
+        let vocab = first.len();
+        let mut out = vec![first];
+        let rest = &continuation[..continuation.len() - 1];
+        if !rest.is_empty() {
+            let all = self.forward(rest, 1, &mut cache, None, false)?.to_vec_f32()?;
+            out.extend(all.chunks_exact(vocab).map(<[f32]>::to_vec));
+        }
+        Ok(out)
+    }
+
     fn batch_generate(&self, prompts: &[&str], cfg: &GenerateConfig) -> Result<Vec<BatchResult>> {
         BatchGeneration::run(self, prompts, cfg)
     }

@@ -17,6 +17,10 @@ pub trait TextModel: Send + Sync {
     fn classify(&self, prompts: &[&str], cfg: &GenerateConfig, return_logits: bool) -> Result<Vec<ClassifyResult>>;
     /// Generates for several prompts at once, one forward per step for the whole batch.
     fn batch_generate(&self, prompts: &[&str], cfg: &GenerateConfig) -> Result<Vec<BatchResult>>;
+    /// Teacher-forced next-token logits: entry `i` is the (f32, vocab-sized) distribution the
+    /// model predicts for `continuation[i]` after `prompt` and `continuation[..i]`. For
+    /// evaluation: perplexity, or comparing decisions with another implementation step by step.
+    fn continuation_logits(&self, prompt: &[u32], continuation: &[u32]) -> Result<Vec<Vec<f32>>>;
     /// Metrics of the most recent completed operation.
     fn metrics(&self) -> GenerateMetrics;
     fn info(&self) -> ModelInfo;
