@@ -215,3 +215,65 @@ fn bad_requests_give_one_line_errors() {
     assert_clean_error(&["run", "-m", m, "-p", "hi", "--dtype", "f64"], &["--dtype f64"]);
     assert_clean_error(&["run", "-m", m], &["--prompt"]);
 }
+
+/// A small GGUF written with candle's writer: `general.architecture = arch`, one Q8_0 tensor.
+fn write_gguf(path: &Path, arch: &str) {
+    use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+    let t = candle_core::Tensor::arange(0f32, 1024.0, &candle_core::Device::Cpu).unwrap().reshape((32, 32)).unwrap();
+    let q = QTensor::quantize(&t, GgmlDType::Q8_0).unwrap();
+    let arch = gguf_file::Value::String(arch.into());
+    let mut f = std::fs::File::create(path).unwrap();
+    gguf_file::write(&mut f, &[("general.architecture", &arch)], &[("token_embd.weight", &q)]).unwrap();
+}
+
+#[test]
+fn bad_gguf_files_give_one_line_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |p: &Path, needles: &[&str]| {
+        assert_clean_error(&["run", "--model", p.to_str().unwrap(), "--prompt", "hi"], needles);
+    };
+
+    let bad_magic = tmp.path().join("bad-magic.gguf");
+    std::fs::write(&bad_magic, b"GGML\x03\x00\x00\x00 definitely not gguf").unwrap();
+    run(&bad_magic, &["bad-magic.gguf", "not a GGUF file (bad magic)"]);
+
+    let unknown = tmp.path().join("unknown-arch.gguf");
+    write_gguf(&unknown, "mamba9");
+    run(&unknown, &["model_type `mamba9`", "gemma3", "qwen2"]);
+
+    let truncated = tmp.path().join("truncated.gguf");
+    write_gguf(&truncated, "qwen2");
+    let len = std::fs::metadata(&truncated).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&truncated).unwrap().set_len(len - 500).unwrap();
+    run(&truncated, &["truncated.gguf", "token_embd.weight", "truncated"]);
+
+    // Patch the tensor's GGML type to 20 (IQ4_NL), which is not supported.
+    let exotic = tmp.path().join("iq4.gguf");
+    write_gguf(&exotic, "qwen2");
+    let mut bytes = std::fs::read(&exotic).unwrap();
+    let name = b"token_embd.weight";
+    let at = bytes.windows(name.len()).position(|w| w == name).unwrap() + name.len() + 4 + 16;
+    bytes[at..at + 4].copy_from_slice(&20u32.to_le_bytes());
+    std::fs::write(&exotic, bytes).unwrap();
+    run(&exotic, &["iq4.gguf", "unsupported tensor quantization type"]);
+}
+
+#[test]
+fn context_overflow_and_bad_templates_give_one_line_errors() {
+    let (_t, d) = broken_copy("qwen3/gqa");
+    edit_config(&d, |c| {
+        c.insert("max_position_embeddings".into(), 4.into());
+    });
+    let m = d.to_str().unwrap();
+    assert_clean_error(&["run", "-m", m, "--prompt-tokens", "1,2,3,4,5,6"], &["exceeds the model's context of 4"]);
+
+    let (_t, d) = broken_copy("qwen3/gqa");
+    let cfg = d.join("tokenizer_config.json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+    v["chat_template"] = "{{ raise_exception('this template refuses') }}".into();
+    std::fs::write(&cfg, v.to_string()).unwrap();
+    assert_clean_error(
+        &["run", "-m", d.to_str().unwrap(), "-p", "hi", "--chat"],
+        &["chat template", "this template refuses"],
+    );
+}

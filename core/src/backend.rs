@@ -7,6 +7,8 @@
 
 // abi_stable's sabi_trait expands to impls rustc now lints as non-local.
 #![allow(non_local_definitions)]
+// `BackendImpl::from_bytes` is a factory method on the backend, not a conversion of `self`.
+#![allow(clippy::wrong_self_convention)]
 
 use abi_stable::{
     sabi_trait,

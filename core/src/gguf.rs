@@ -34,7 +34,9 @@ impl GgufFile {
         }
         let mut cursor = std::io::Cursor::new(&mmap[..]);
         let content = Content::read(&mut cursor).map_err(|e| {
-            let msg = e.to_string();
+            // candle appends a backtrace when RUST_BACKTRACE is set: keep the message line.
+            let full = e.to_string();
+            let msg = full.lines().next().unwrap_or_default().trim();
             if msg.contains("unknown dtype") {
                 Error::checkpoint(path, format!("unsupported tensor quantization type ({msg})"))
             } else {

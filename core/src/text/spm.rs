@@ -211,34 +211,6 @@ impl SpmModel {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn model() -> SpmModel {
-        let pieces: Vec<String> =
-            ["<unk>", "<s>", "a", "b", "c", "ab", "abc", "▁", "▁ab", "<0x41>", "<0xE2>", "<0x82>", "<0xAC>", "<x>"]
-                .map(String::from)
-                .to_vec();
-        let scores = vec![0.0, 0.0, -1.0, -1.0, -1.0, -0.5, -0.2, -1.0, -0.1, 0.0, 0.0, 0.0, 0.0, 0.0];
-        let types = vec![2, 3, 1, 1, 1, 1, 1, 1, 1, 6, 6, 6, 6, 4];
-        SpmModel::new(pieces, scores, types, false).unwrap()
-    }
-
-    #[test]
-    fn merges_best_scoring_pairs_and_falls_back_to_bytes() {
-        let m = model();
-        assert_eq!(m.encode("abc"), vec![6]);
-        assert_eq!(m.encode(" ab"), vec![8]);
-        // "A" is no piece: its byte; "€" is three bytes.
-        assert_eq!(m.encode("A€"), vec![9, 10, 11, 12]);
-        // Specials are matched whole, the rest tokenized around them.
-        assert_eq!(m.encode("ab<x>c"), vec![5, 13, 4]);
-        assert_eq!(m.decode(&[8, 9, 10, 11, 12], false), " abA€");
-        assert_eq!(m.decode(&[1, 5], true), "ab");
-    }
-}
-
 /// A SentencePiece vocabulary with the checkpoint's special-token facts.
 pub struct SpmTokenizer {
     pub model: SpmModel,
@@ -277,5 +249,33 @@ impl Tokenizer for SpmTokenizer {
     }
     fn chat_template(&self) -> Option<&ChatTemplate> {
         self.special.template.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> SpmModel {
+        let pieces: Vec<String> =
+            ["<unk>", "<s>", "a", "b", "c", "ab", "abc", "▁", "▁ab", "<0x41>", "<0xE2>", "<0x82>", "<0xAC>", "<x>"]
+                .map(String::from)
+                .to_vec();
+        let scores = vec![0.0, 0.0, -1.0, -1.0, -1.0, -0.5, -0.2, -1.0, -0.1, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let types = vec![2, 3, 1, 1, 1, 1, 1, 1, 1, 6, 6, 6, 6, 4];
+        SpmModel::new(pieces, scores, types, false).unwrap()
+    }
+
+    #[test]
+    fn merges_best_scoring_pairs_and_falls_back_to_bytes() {
+        let m = model();
+        assert_eq!(m.encode("abc"), vec![6]);
+        assert_eq!(m.encode(" ab"), vec![8]);
+        // "A" is no piece: its byte; "€" is three bytes.
+        assert_eq!(m.encode("A€"), vec![9, 10, 11, 12]);
+        // Specials are matched whole, the rest tokenized around them.
+        assert_eq!(m.encode("ab<x>c"), vec![5, 13, 4]);
+        assert_eq!(m.decode(&[8, 9, 10, 11, 12], false), " abA€");
+        assert_eq!(m.decode(&[1, 5], true), "ab");
     }
 }
