@@ -173,7 +173,8 @@ fn convert(t: GgmlDType) -> Option<DType> {
     })
 }
 
-fn to_ggml(d: DType) -> Option<GgmlDType> {
+/// The candle GGML type of a block-quantized dtype (for backends built on candle).
+pub fn to_ggml(d: DType) -> Option<GgmlDType> {
     Some(match d {
         DType::Q4_0 => GgmlDType::Q4_0,
         DType::Q4_1 => GgmlDType::Q4_1,

@@ -3,29 +3,13 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use candle_core::quantized::{GgmlDType, QStorage, QTensor};
+use candle_core::quantized::{QStorage, QTensor};
 use candle_core::{DType as C, Device, Tensor};
 use infer_core::{DType, Error, Result};
 
 use crate::tensor::QuantTensor;
 
-/// The GGML dtype of an infer block-quantized dtype (all of which candle's CPU has kernels for).
-pub fn to_ggml(d: DType) -> Option<GgmlDType> {
-    Some(match d {
-        DType::Q4_0 => GgmlDType::Q4_0,
-        DType::Q4_1 => GgmlDType::Q4_1,
-        DType::Q5_0 => GgmlDType::Q5_0,
-        DType::Q5_1 => GgmlDType::Q5_1,
-        DType::Q8_0 => GgmlDType::Q8_0,
-        DType::Q2K => GgmlDType::Q2K,
-        DType::Q3K => GgmlDType::Q3K,
-        DType::Q4K => GgmlDType::Q4K,
-        DType::Q5K => GgmlDType::Q5K,
-        DType::Q6K => GgmlDType::Q6K,
-        DType::Q8K => GgmlDType::Q8K,
-        _ => return None,
-    })
-}
+pub use infer_core::gguf::to_ggml;
 
 /// Builds a quantized tensor of logical `shape` (e.g. (out, in)) from raw GGML blocks.
 ///
@@ -153,6 +137,7 @@ pub fn embedding(ids: &Tensor, table: &QuantTensor) -> candle_core::Result<Tenso
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candle_core::quantized::GgmlDType;
 
     #[test]
     fn q5_0_repack_is_lossless() {
