@@ -112,7 +112,17 @@ impl From<Error> for FfiError {
             Error::Cancelled => ErrorKind::Cancelled,
             Error::Located(_) => ErrorKind::Checkpoint,
         };
-        FfiError { kind, message: e.to_string().into() }
+        // Variants whose Display only adds a class prefix cross as their bare message, so the
+        // prefix is not repeated when the error is rebuilt on the other side.
+        let message = match e {
+            Error::Backend(m)
+            | Error::Shape(m)
+            | Error::InvalidInput(m)
+            | Error::Unsupported(m)
+            | Error::Tokenizer(m) => m,
+            other => other.to_string(),
+        };
+        FfiError { kind, message: message.into() }
     }
 }
 

@@ -72,6 +72,15 @@ impl SelfAttention {
         let q = rope.apply(&q)?;
         let k = rope.apply(&k)?;
         let (k, v) = cache.append(&k, &v)?;
+        // A windowed cache returns only its most recent keys: the mask's last columns match them.
+        let narrowed;
+        let mask = match mask {
+            Some(m) if m.dim(-1) > k.dim(2) => {
+                narrowed = m.narrow(3, m.dim(-1) - k.dim(2), k.dim(2))?;
+                Some(&narrowed)
+            }
+            other => other,
+        };
         let window = if self.cfg.window > 0 { self.cfg.window } else { cache.window() };
         let opts = AttentionOpts { window, softcap: self.cfg.softcap, ..AttentionOpts::causal(self.cfg.scale) };
         let y = Tensor::attention(&q, &k, &v, mask, opts)?;

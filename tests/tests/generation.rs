@@ -1,0 +1,112 @@
+//! The generation loop's behaviours on a real (tiny) checkpoint: batching equals one-by-one,
+//! cancellation, stop strings, bounded context, chat, metrics.
+
+use infer_core::{Error, GenerateConfig, LoadConfig, Message, Registry, TextModel};
+use infer_tests::{fixture, golden, max_abs_diff};
+
+fn model(name: &str, cfg: LoadConfig) -> Box<dyn TextModel> {
+    Registry::builtin().unwrap().load_model(&fixture(name), &cfg).unwrap()
+}
+
+fn greedy(n: usize) -> GenerateConfig {
+    GenerateConfig { max_tokens: n, ignore_eos: true, ..Default::default() }
+}
+
+fn ids(m: &dyn TextModel, prompt: &str, cfg: &GenerateConfig) -> Vec<u32> {
+    m.generate(prompt, cfg).unwrap().map(|t| t.unwrap().id).collect()
+}
+
+#[test]
+fn batch_generate_equals_one_by_one() {
+    // Gemma 3 exercises the padding mask together with sliding windows.
+    for name in ["qwen3/gqa", "gemma3/base"] {
+        let m = model(name, LoadConfig::default());
+        let prompts = ["The river", "A much longer prompt that needs a lot of left padding in the batch", "Hello"];
+        let batch = m.batch_generate(&prompts, &greedy(12)).unwrap();
+        for (p, r) in prompts.iter().zip(&batch) {
+            assert!(r.error.is_none());
+            let got: Vec<u32> = r.tokens.iter().map(|t| t.id).collect();
+            assert_eq!(got, ids(&*m, p, &greedy(12)), "{name}: batched {p:?}");
+        }
+    }
+}
+
+#[test]
+fn classify_batches_equal_single_prompts() {
+    let dir = fixture("qwen3/head-dim");
+    let m = model("qwen3/head-dim", LoadConfig::default());
+    let g = golden(&dir);
+    let texts: Vec<String> = g.cases.iter().map(|c| m.tokenizer().decode(&c.ids, false).unwrap()).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let out = m.classify(&refs, &GenerateConfig::default(), true).unwrap();
+    for (c, r) in g.cases.iter().zip(&out) {
+        assert!(max_abs_diff(r.logits.as_ref().unwrap(), &c.last_logits) <= 1e-4);
+        assert_eq!(r.token.id, c.greedy[0]);
+    }
+}
+
+#[test]
+fn cancellation_stops_the_stream() {
+    let m = model("qwen3/gqa", LoadConfig::default());
+    let mut stream = m.generate("The river", &greedy(100)).unwrap();
+    let cancel = stream.cancel_token();
+    let mut n = 0;
+    let mut ended_with = None;
+    for t in stream.by_ref() {
+        match t {
+            Ok(_) => {
+                n += 1;
+                if n == 3 {
+                    cancel.cancel();
+                }
+            }
+            Err(e) => ended_with = Some(e),
+        }
+    }
+    assert_eq!(n, 3);
+    assert!(matches!(ended_with, Some(Error::Cancelled)));
+    assert_eq!(m.metrics().generated_tokens, 3);
+}
+
+#[test]
+fn stop_strings_end_generation_without_emitting_the_stop() {
+    let m = model("qwen3/gqa", LoadConfig::default());
+    let full: String = m.generate("The river", &greedy(24)).unwrap().map(|t| t.unwrap().text).collect();
+    // Stop at a piece from the middle of the greedy text.
+    let chars: Vec<char> = full.chars().collect();
+    let stop: String = chars[chars.len() / 2..chars.len() / 2 + 3].iter().collect();
+    let cfg = GenerateConfig { stop_strings: vec![stop.clone()], ..greedy(24) };
+    let text: String = m.generate("The river", &cfg).unwrap().map(|t| t.unwrap().text).collect();
+    assert_eq!(text, full[..full.find(&stop).unwrap()]);
+}
+
+#[test]
+fn stop_tokens_end_generation_before_the_token() {
+    let m = model("qwen3/gqa", LoadConfig::default());
+    let third = ids(&*m, "The river", &greedy(3))[2];
+    let cfg = GenerateConfig { stop_tokens: vec![third], ..greedy(64) };
+    assert_eq!(m.generate("The river", &cfg).unwrap().count(), 2);
+}
+
+#[test]
+fn bounded_context_keeps_generating_past_the_window() {
+    let m = model("qwen3/gqa", LoadConfig { context_len: 16, ..Default::default() });
+    let out = ids(&*m, "The river", &greedy(40));
+    assert_eq!(out.len(), 40);
+    // Within the window the bounded cache changes nothing.
+    let unbounded = model("qwen3/gqa", LoadConfig::default());
+    assert_eq!(out[..10], ids(&*unbounded, "The river", &greedy(10))[..]);
+}
+
+#[test]
+fn chat_uses_the_checkpoint_template_and_metrics_are_recorded() {
+    let m = model("qwen3/gqa", LoadConfig::default());
+    let chat: Vec<u32> = m.chat(&[Message::user("Hello")], &greedy(8)).unwrap().map(|t| t.unwrap().id).collect();
+    let g = golden(&fixture("qwen3/gqa"));
+    let case = g.cases.iter().find(|c| c.prompt.starts_with("<|im_start|>user\nHello")).expect("chat case");
+    assert_eq!(chat, case.greedy[..8]);
+    let metrics = m.metrics();
+    assert_eq!(metrics.prompt_tokens, case.ids.len());
+    assert_eq!(metrics.generated_tokens, 8);
+    assert!(metrics.prefill_tokens_per_sec > 0.0 && metrics.peak_memory_bytes > 0);
+}
