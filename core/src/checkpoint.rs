@@ -59,8 +59,9 @@ impl CheckpointInfo {
             Some(other) => {
                 return Err(Error::config(&cfg_path, format!("field model_type: expected a string, found {other}")))
             }
-            None => from_architectures(&v)
-                .ok_or_else(|| Error::config(&cfg_path, "missing field model_type (and no architectures list)"))?,
+            None => from_architectures(&v).or_else(|| qwen_from_weights(&dir)).ok_or_else(|| {
+                Error::config(&cfg_path, "missing field model_type (and no architectures list to infer it from)")
+            })?,
         };
         Ok(CheckpointInfo { path: dir, format: CheckpointFormat::Safetensors, model_type })
     }
@@ -71,4 +72,36 @@ fn from_architectures(v: &serde_json::Value) -> Option<String> {
     let arch = v.get("architectures")?.as_array()?.first()?.as_str()?;
     let base = arch.strip_suffix("ForCausalLM").unwrap_or(arch);
     Some(base.to_ascii_lowercase())
+}
+
+/// go-mlx's rule for configs without `model_type`: Qwen3 has per-head q/k norms, Qwen2 has q/k/v
+/// biases.
+fn qwen_from_weights(dir: &Path) -> Option<String> {
+    let names = tensor_names(dir)?;
+    if names.iter().any(|n| n == "model.layers.0.self_attn.q_norm.weight") {
+        Some("qwen3".into())
+    } else if names.iter().any(|n| n == "model.layers.0.self_attn.q_proj.bias") {
+        Some("qwen2".into())
+    } else {
+        None
+    }
+}
+
+/// Tensor names from the shard index, or from the header of `model.safetensors`.
+fn tensor_names(dir: &Path) -> Option<Vec<String>> {
+    use std::io::Read;
+    let index = dir.join("model.safetensors.index.json");
+    let header: serde_json::Value = if index.exists() {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(index).ok()?).ok()?;
+        v.get("weight_map")?.clone()
+    } else {
+        let mut f = std::fs::File::open(dir.join("model.safetensors")).ok()?;
+        let mut len = [0u8; 8];
+        f.read_exact(&mut len).ok()?;
+        let len = usize::try_from(u64::from_le_bytes(len)).ok().filter(|&n| n < 100 << 20)?;
+        let mut buf = vec![0u8; len];
+        f.read_exact(&mut buf).ok()?;
+        serde_json::from_slice(&buf).ok()?
+    };
+    Some(header.as_object()?.keys().cloned().collect())
 }

@@ -110,3 +110,25 @@ fn chat_uses_the_checkpoint_template_and_metrics_are_recorded() {
     assert_eq!(metrics.generated_tokens, 8);
     assert!(metrics.prefill_tokens_per_sec > 0.0 && metrics.peak_memory_bytes > 0);
 }
+
+#[test]
+fn qwen2_and_qwen3_are_told_apart_by_their_weights_without_model_type() {
+    for (name, want) in [("qwen3/gqa", "qwen3"), ("qwen2/base", "qwen2")] {
+        let tmp = tempfile::tempdir().unwrap();
+        for entry in std::fs::read_dir(fixture(name)).unwrap() {
+            let p = entry.unwrap().path();
+            std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
+        }
+        let cfg_path = tmp.path().join("config.json");
+        let mut cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+        let obj = cfg.as_object_mut().unwrap();
+        obj.remove("model_type");
+        obj.remove("architectures");
+        std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+        let m = Registry::builtin().unwrap().load_model(tmp.path(), &LoadConfig::default()).unwrap();
+        assert_eq!(m.model_type(), want);
+        let case = &golden(&fixture(name)).cases[0];
+        let got: Vec<u32> = m.generate_ids(&case.ids, &greedy(16)).unwrap().map(|t| t.unwrap().id).collect();
+        assert_eq!(got, case.greedy);
+    }
+}
