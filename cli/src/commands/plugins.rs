@@ -48,28 +48,21 @@ pub fn run(registry: &Registry, args: PluginsArgs) -> Result<()> {
         println!("{}", serde_json::json!({ "backends": backends, "models": models }));
         return Ok(());
     }
+    // The table is printed from the same rows as the JSON, so each plugin is queried once.
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let list = |v: &serde_json::Value| {
+        v.as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(",")).unwrap_or_default()
+    };
     println!("{:<8} {:<14} {:<9} {:<28} ORIGIN", "KIND", "NAME", "VERSION", "HANDLES");
-    for b in registry.backends() {
-        let devices: Vec<&str> = b.plugin.devices.iter().map(|d| d.as_str()).collect();
-        let avail = if (b.plugin.available)() { "" } else { " (unavailable)" };
+    for (row, handles) in backends.iter().map(|b| (b, "devices")).chain(models.iter().map(|m| (m, "architectures"))) {
+        let avail = if row["available"] == false { " (unavailable)" } else { "" };
         println!(
             "{:<8} {:<14} {:<9} {:<28} {}{avail}",
-            "backend",
-            b.plugin.name.as_str(),
-            b.plugin.version.as_str(),
-            devices.join(","),
-            b.origin
-        );
-    }
-    for m in registry.models() {
-        let archs: Vec<&str> = m.plugin.architectures.iter().map(|a| a.as_str()).collect();
-        println!(
-            "{:<8} {:<14} {:<9} {:<28} {}",
-            "model",
-            m.plugin.name.as_str(),
-            m.plugin.version.as_str(),
-            archs.join(","),
-            m.origin
+            text(&row["kind"]),
+            text(&row["name"]),
+            text(&row["version"]),
+            list(&row[handles]),
+            text(&row["origin"])
         );
     }
     let cfg = registry.config();
