@@ -1,0 +1,5 @@
+//! Qwen3-TTS (0.6B / 1.7B, 12 Hz): text -> codec codes (talker + code predictor) -> 24 kHz audio
+//! (the 12 Hz codec), with voice cloning through the speaker encoder.
+
+pub mod codec;
+pub mod speaker_encoder;

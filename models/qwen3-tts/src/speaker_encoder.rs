@@ -1,0 +1,1 @@
+//! ECAPA-TDNN speaker encoder: 24 kHz audio -> mel -> x-vector.
