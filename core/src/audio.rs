@@ -43,9 +43,22 @@ pub struct SpeechOptions {
     pub top_k: usize,
     pub top_p: f32,
     pub repeat_penalty: f32,
+    /// Sampling of the remaining codebooks of a frame, for models that predict them separately
+    /// (Qwen3-TTS's code predictor); `None` uses `temperature` / `top_k` / `top_p`.
+    pub codebook_sampling: Option<CodebookSampling>,
     pub seed: Option<u64>,
     /// Upper bound on generated codec frames.
     pub max_frames: usize,
+    /// Decode and deliver audio every this many frames while generating (0: once, at the end).
+    pub stream_frames: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CodebookSampling {
+    /// 0 is greedy.
+    pub temperature: f32,
+    pub top_k: usize,
+    pub top_p: f32,
 }
 
 impl Default for SpeechOptions {
@@ -57,8 +70,10 @@ impl Default for SpeechOptions {
             top_k: 50,
             top_p: 1.0,
             repeat_penalty: 1.05,
+            codebook_sampling: None,
             seed: None,
             max_frames: 4096,
+            stream_frames: 0,
         }
     }
 }
@@ -70,13 +85,31 @@ pub struct AudioMetrics {
     pub wall_seconds: f64,
     /// wall / audio: below 1 is faster than real time.
     pub real_time_factor: f64,
+    /// Codec frames generated.
+    pub frames: usize,
+    /// Seconds until the first audio was delivered.
+    pub first_audio_seconds: f64,
     pub peak_memory_bytes: u64,
 }
 
-/// Text to speech. Audio arrives in chunks through `on_chunk` as the codec decodes them;
-/// returning `false` from it (or cancelling) stops synthesis.
+/// What a synthesizer delivers as it goes: new audio (possibly none yet) and the codec frames
+/// generated since the previous chunk.
+#[derive(Debug, Clone, Copy)]
+pub struct SpeechChunk<'a> {
+    pub samples: &'a [f32],
+    /// New frames, row-major `[frame][codebook]`.
+    pub codes: &'a [u32],
+    pub num_codebooks: usize,
+    /// Frames generated so far, and the bound on them.
+    pub frames_done: usize,
+    pub max_frames: usize,
+}
+
+/// Text to speech. Audio and progress arrive through `on_chunk`; returning `false` from it (or
+/// cancelling) stops synthesis with [`crate::Error::Cancelled`].
 pub trait SpeechSynthesizer: Send + Sync {
     fn sample_rate(&self) -> u32;
+    /// Named voices: presets stored with the model and any the checkpoint defines.
     fn voices(&self) -> Vec<String>;
     fn languages(&self) -> Vec<String>;
     fn synthesize(
@@ -84,8 +117,21 @@ pub trait SpeechSynthesizer: Send + Sync {
         text: &str,
         options: &SpeechOptions,
         cancel: &CancelToken,
-        on_chunk: &mut dyn FnMut(&[f32]) -> bool,
+        on_chunk: &mut dyn FnMut(SpeechChunk<'_>) -> bool,
     ) -> Result<AudioMetrics>;
+    /// Stores a named voice preset made from a reference recording (and its transcript, for
+    /// models that clone in context) next to the model.
+    fn save_voice(&self, name: &str, reference: &Audio, transcript: Option<&str>) -> Result<()>;
+
+    /// Synthesizes the whole utterance into one buffer.
+    fn synthesize_all(&self, text: &str, options: &SpeechOptions) -> Result<(Audio, AudioMetrics)> {
+        let mut samples = Vec::new();
+        let metrics = self.synthesize(text, options, &CancelToken::new(), &mut |c| {
+            samples.extend_from_slice(c.samples);
+            true
+        })?;
+        Ok((Audio { samples, sample_rate: self.sample_rate() }, metrics))
+    }
 }
 
 /// An incremental transcription: feed audio as it arrives, read text as it is decided.

@@ -17,6 +17,7 @@ pub mod gguf;
 pub mod op;
 pub mod plugin;
 pub mod registry;
+pub mod speech_ffi;
 pub mod tensor;
 pub mod text;
 pub mod weights;

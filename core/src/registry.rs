@@ -7,8 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use crate::backend::lift;
 use crate::checkpoint::CheckpointInfo;
+use crate::audio::SpeechSynthesizer;
 use crate::config::PluginConfig;
 use crate::plugin::{self, library, BackendPlugin, ModelKind, ModelLoadOptions, ModelPlugin};
+use crate::speech_ffi::HostSpeech;
 use crate::text::engine::LlmEngine;
 use crate::text::model::TextModel;
 use crate::text::types::LoadConfig;
@@ -49,6 +51,9 @@ pub struct Registry {
     config: PluginConfig,
     /// Live backend instances by (name, device), shared by every model loaded on them.
     instances: Mutex<HashMap<(String, String), Backend>>,
+    /// Optional plugin libraries that exist but failed to load (e.g. their native library is
+    /// missing), with the error: named when a backend lookup then fails.
+    skipped: Vec<String>,
 }
 
 impl Registry {
@@ -77,7 +82,16 @@ impl Registry {
                 tracing::debug!("optional plugin library {} not present", path.display());
                 continue;
             }
-            r.load_library(&path)?;
+            match r.load_library(&path) {
+                Ok(()) => {}
+                // An optional library that cannot load (say, libtorch is missing) must not take
+                // the rest of infer down with it: skip it, and say why when its backend is asked for.
+                Err(e) if optional => {
+                    tracing::warn!("skipping optional plugin: {e}");
+                    r.skipped.push(e.to_string());
+                }
+                Err(e) => return Err(e),
+            }
         }
         r.config = config;
         Ok(r)
@@ -129,13 +143,22 @@ impl Registry {
         &self.models
     }
 
+    /// Optional plugin libraries that failed to load, with their errors.
+    pub fn skipped_libraries(&self) -> &[String] {
+        &self.skipped
+    }
+
     fn backend_names(&self) -> String {
         let mut names: Vec<String> = self.backends.iter().map(|b| b.plugin.name.to_string()).collect();
         names.extend(self.config.aliases.keys().cloned());
         names.extend(["cpu", "cuda", "metal"].map(String::from));
         names.sort();
         names.dedup();
-        names.join(", ")
+        let mut s = names.join(", ");
+        for e in &self.skipped {
+            s.push_str(&format!("; skipped {e}"));
+        }
+        s
     }
 
     /// Resolves a backend name or alias to (plugin, device).
@@ -237,6 +260,20 @@ impl Registry {
         let lm = lift((entry.plugin.load_text)(path_str.as_ref().into(), &backend, &options))?;
         let add_bos = tokenizer.adds_bos();
         Ok(Box::new(LlmEngine::new(lm, Arc::from(tokenizer), backend, &ckpt.model_type, cfg.context_len, add_bos)))
+    }
+}
+
+impl Registry {
+    /// Loads a speech synthesizer (Qwen3-TTS, ...): the plugin from the checkpoint's
+    /// `model_type`, the backend from `cfg`.
+    pub fn load_speech_model(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn SpeechSynthesizer>> {
+        let ckpt = CheckpointInfo::inspect(path)?;
+        let entry = self.model_plugin(ModelKind::SpeechSynthesis, &ckpt.model_type)?;
+        let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
+        let options = ModelLoadOptions { dtype: cfg.dtype.unwrap_or(DType::F32), context_len: cfg.context_len };
+        let path_str = ckpt.path.to_string_lossy();
+        let model = lift((entry.plugin.load_speech)(path_str.as_ref().into(), &backend, &options))?;
+        Ok(Box::new(HostSpeech(model)))
     }
 }
 

@@ -16,8 +16,9 @@ use abi_stable::{
 };
 
 use crate::backend::BackendObj;
+use crate::speech_ffi::SpeechModelBox;
 use crate::text::causal_lm::CausalLmBox;
-use crate::{Backend, DType, FfiError};
+use crate::{Backend, DType, Error, FfiError};
 
 /// Options a model plugin receives when loading a checkpoint.
 #[repr(C)]
@@ -66,6 +67,27 @@ pub struct ModelPlugin {
     /// Loads a text model from `path` (a checkpoint directory or file) onto `backend`.
     pub load_text:
         extern "C" fn(path: RStr<'_>, backend: &Backend, options: &ModelLoadOptions) -> RResult<CausalLmBox, FfiError>,
+    /// Loads a speech synthesizer (kind `SpeechSynthesis`).
+    pub load_speech:
+        extern "C" fn(path: RStr<'_>, backend: &Backend, options: &ModelLoadOptions) -> RResult<SpeechModelBox, FfiError>,
+}
+
+/// The `load_text` of plugins that are not text models.
+pub extern "C" fn no_text_model(
+    path: RStr<'_>,
+    _: &Backend,
+    _: &ModelLoadOptions,
+) -> RResult<CausalLmBox, FfiError> {
+    RResult::RErr(Error::unsupported(format!("{path} is not a text model")).into())
+}
+
+/// The `load_speech` of plugins that are not speech synthesizers.
+pub extern "C" fn no_speech_model(
+    path: RStr<'_>,
+    _: &Backend,
+    _: &ModelLoadOptions,
+) -> RResult<SpeechModelBox, FfiError> {
+    RResult::RErr(Error::unsupported(format!("{path} is not a speech synthesis model")).into())
 }
 
 inventory::collect!(BackendPlugin);
@@ -152,6 +174,45 @@ macro_rules! register_text_model {
                     kind: $crate::plugin::ModelKind::Text,
                     architectures: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($arch)),*]),
                     load_text: __infer_load_text,
+                    load_speech: $crate::plugin::no_speech_model,
+                }
+            }
+        };
+    };
+}
+
+/// Registers a speech-synthesis model plugin. `$load` is a Rust
+/// `fn(&Path, &Backend, &ModelLoadOptions) -> infer_core::Result<M>` where
+/// `M: infer_core::audio::SpeechSynthesizer + 'static`.
+#[macro_export]
+macro_rules! register_speech_model {
+    (
+        name: $name:literal,
+        description: $desc:literal,
+        architectures: [$($arch:literal),* $(,)?],
+        load: $load:path $(,)?
+    ) => {
+        const _: () = {
+            use $crate::__private::abi_stable::std_types::{RResult, RStr};
+            extern "C" fn __infer_load_speech(
+                path: RStr<'_>,
+                backend: &$crate::Backend,
+                options: &$crate::plugin::ModelLoadOptions,
+            ) -> RResult<$crate::speech_ffi::SpeechModelBox, $crate::FfiError> {
+                $crate::backend::ffi_result(concat!("model plugin ", $name, " load"), || {
+                    let m = $load($crate::plugin::ffi_path(path), backend, options)?;
+                    Ok($crate::speech_ffi::PluginSpeech::boxed(m))
+                })
+            }
+            $crate::__private::inventory::submit! {
+                $crate::plugin::ModelPlugin {
+                    name: RStr::from_str($name),
+                    version: RStr::from_str(env!("CARGO_PKG_VERSION")),
+                    description: RStr::from_str($desc),
+                    kind: $crate::plugin::ModelKind::SpeechSynthesis,
+                    architectures: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($arch)),*]),
+                    load_text: $crate::plugin::no_text_model,
+                    load_speech: __infer_load_speech,
                 }
             }
         };

@@ -7,11 +7,10 @@
 //!
 //! Control and user-defined tokens become added tokens, so `<start_of_turn>` in text is one id.
 
-use std::collections::HashMap;
-
 use serde_json::{json, Value};
 
 use crate::gguf::GgufFile;
+use crate::text::byte_bpe::{build, merge_pair, ByteBpeParts, GPT2_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN};
 use crate::text::chat_template::ChatTemplate;
 use crate::text::spm::{SpmModel, SpmTokenizer};
 use crate::text::tokenizer::{HfTokenizer, SpecialTokens, Tokenizer};
@@ -19,14 +18,6 @@ use crate::{Error, Result};
 
 const TOKEN_CONTROL: i64 = 3;
 const TOKEN_USER_DEFINED: i64 = 4;
-
-/// GPT-2's split regex (also llama.cpp's default for `gpt2`).
-const GPT2_PATTERN: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
-/// Qwen2's split regex (`tokenizer.ggml.pre = qwen2`).
-const QWEN2_PATTERN: &str =
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-/// Llama 3's split regex (`tokenizer.ggml.pre = llama-bpe`).
-const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// Tokens that end a turn in the chat formats llama.cpp knows, stopped on when present.
 const END_OF_TURN: [&str; 5] = ["<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end|>"];
@@ -64,13 +55,9 @@ fn gpt2_tokenizer(g: &GgufFile, tokens: &[String], types: &[i64]) -> Result<Box<
                    "normalized": false, "special": types[i] == TOKEN_CONTROL})
         })
         .collect();
-    let mut doc = gpt2_spec(g, tokens)?;
-    doc["version"] = json!("1.0");
-    doc["truncation"] = Value::Null;
-    doc["padding"] = Value::Null;
-    doc["post_processor"] = Value::Null;
-    doc["added_tokens"] = Value::Array(added);
-    let inner: tokenizers::Tokenizer = serde_json::from_value::<tokenizers::Tokenizer>(doc)
+    let mut parts = gpt2_spec(g, tokens)?;
+    parts.added = added;
+    let inner = build(parts)
         .map_err(|e| Error::checkpoint(g.path(), format!("cannot build the tokenizer from metadata: {e}")))?;
     let s = special_tokens(g, tokens, |t| inner.token_to_id(t), false)?;
     Ok(Box::new(HfTokenizer::from_parts(inner, s.bos, s.add_bos, s.eos, s.template)))
@@ -99,14 +86,11 @@ fn special_tokens(
     Ok(SpecialTokens { bos, add_bos, eos, template })
 }
 
-fn gpt2_spec(g: &GgufFile, tokens: &[String]) -> Result<Value> {
-    let merges: Vec<Value> = g
+fn gpt2_spec<'a>(g: &GgufFile, tokens: &'a [String]) -> Result<ByteBpeParts<'a>> {
+    let merges = g
         .strings("tokenizer.ggml.merges")?
         .into_iter()
-        .map(|m| match m.split_once(' ') {
-            Some((a, b)) => Ok(json!([a, b])),
-            None => Err(Error::checkpoint(g.path(), format!("malformed merge `{m}`"))),
-        })
+        .map(|m| merge_pair(&m).ok_or_else(|| Error::checkpoint(g.path(), format!("malformed merge `{m}`"))))
         .collect::<Result<_>>()?;
     let pre = g.string("tokenizer.ggml.pre").unwrap_or_default();
     let (pattern, nfc) = match pre.as_str() {
@@ -114,16 +98,6 @@ fn gpt2_spec(g: &GgufFile, tokens: &[String]) -> Result<Value> {
         "llama-bpe" | "llama3" | "smaug-bpe" => (LLAMA3_PATTERN, false),
         _ => (GPT2_PATTERN, false),
     };
-    let vocab: HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
-    Ok(json!({
-        "normalizer": if nfc { json!({"type": "NFC"}) } else { Value::Null },
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false},
-            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
-        ]},
-        "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
-        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
-                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-                  "vocab": vocab, "merges": merges}
-    }))
+    let vocab = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
+    Ok(ByteBpeParts { vocab, merges, pattern, nfc, added: Vec::new() })
 }

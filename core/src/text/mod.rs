@@ -1,6 +1,7 @@
 //! Text generation: the `TextModel` API, the `CausalLm` plugin contract, tokenizers, chat
 //! templates, KV caches, sampling and the generation loop.
 
+pub(crate) mod byte_bpe;
 pub mod causal_lm;
 pub mod chat_template;
 pub mod engine;

@@ -44,12 +44,18 @@ impl HfTokenizer {
     /// Loads the tokenizer of the checkpoint directory `dir`.
     pub fn from_dir(dir: &Path) -> Result<Self> {
         let path = dir.join("tokenizer.json");
-        if !path.exists() {
-            return Err(Error::config(&path, "tokenizer.json not found (the checkpoint must ship its tokenizer)"));
-        }
-        let inner = tokenizers::Tokenizer::from_file(&path)
-            .map_err(|e| Error::config(&path, format!("cannot parse tokenizer: {e}")))?;
         let tok_cfg = read_json_opt(&dir.join("tokenizer_config.json"))?;
+        let inner = if path.exists() {
+            tokenizers::Tokenizer::from_file(&path)
+                .map_err(|e| Error::config(&path, format!("cannot parse tokenizer: {e}")))?
+        } else if dir.join("vocab.json").exists() && dir.join("merges.txt").exists() {
+            crate::text::byte_bpe::from_vocab_merges(dir, tok_cfg.as_ref())?
+        } else {
+            return Err(Error::config(
+                &path,
+                "tokenizer.json (or vocab.json + merges.txt) not found (the checkpoint must ship its tokenizer)",
+            ));
+        };
         let gen_cfg = read_json_opt(&dir.join("generation_config.json"))?;
         let model_cfg = read_json_opt(&dir.join("config.json"))?;
 
