@@ -125,7 +125,11 @@ impl<M: SpeechSynthesizer> SpeechModel for PluginSpeech<M> {
     }
 
     fn voices(&self) -> RVec<RString> {
-        crate::catch_panic("voices", || Ok(self.0.voices())).unwrap_or_default().into_iter().map(RString::from).collect()
+        crate::catch_panic("voices", || Ok(self.0.voices()))
+            .unwrap_or_default()
+            .into_iter()
+            .map(RString::from)
+            .collect()
     }
 
     fn languages(&self) -> RVec<RString> {

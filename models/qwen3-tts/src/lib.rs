@@ -1,5 +1,11 @@
 //! Qwen3-TTS (0.6B / 1.7B, 12 Hz): text -> codec codes (talker + code predictor) -> 24 kHz audio
 //! (the 12 Hz codec), with voice cloning through the speaker encoder.
 
+pub mod code_predictor;
 pub mod codec;
+pub mod config;
+pub mod decoder;
+pub mod generator;
+pub mod prompt;
 pub mod speaker_encoder;
+pub mod talker;

@@ -1,0 +1,80 @@
+//! The Qwen3 decoder stack the talker and the code predictor share, fed with embeddings rather
+//! than token ids:
+//!
+//! ```text
+//! x -> [x + attn(rms(x)) -> x + swiglu(rms(x))] x N -> rms -> hidden states
+//! ```
+//! (attention: GQA, per-head q/k RMSNorm, split-half RoPE).
+//!
+//! Qwen3-TTS's talker declares multimodal RoPE (`mrope_section`), but speech prompts carry the
+//! same position in all three sections, so it reduces to this ordinary RoPE.
+
+use infer_core::{KvCache, Result, RopeLayout, Tensor, Weights};
+use infer_llm::attention::{AttentionConfig, SelfAttention};
+use infer_llm::layers::{RmsNorm, Rotary, SwiGlu};
+
+use crate::config::DecoderDims;
+
+struct Block {
+    input_norm: RmsNorm,
+    attn: SelfAttention,
+    post_attn_norm: RmsNorm,
+    mlp: SwiGlu,
+}
+
+pub struct EmbedDecoder {
+    blocks: Vec<Block>,
+    norm: RmsNorm,
+    rotary: Rotary,
+}
+
+impl EmbedDecoder {
+    /// `w` is rooted at the decoder (`talker.model`, `talker.code_predictor.model`).
+    pub fn load(w: &Weights, d: &DecoderDims) -> Result<Self> {
+        let head_dim = d.head_dim();
+        let blocks = (0..d.num_hidden_layers)
+            .map(|i| {
+                let l = w.pp(format!("layers.{i}"));
+                let cfg = AttentionConfig {
+                    hidden: d.hidden_size,
+                    num_heads: d.num_attention_heads,
+                    num_kv_heads: d.num_key_value_heads,
+                    head_dim,
+                    qkv_bias: d.attention_bias,
+                    qk_norm_eps: Some(d.rms_norm_eps),
+                    qk_norm_offset: 0.0,
+                    scale: 1.0 / (head_dim as f32).sqrt(),
+                    window: 0,
+                    softcap: 0.0,
+                };
+                Ok(Block {
+                    input_norm: RmsNorm::load(&l.pp("input_layernorm"), d.hidden_size, d.rms_norm_eps)?,
+                    attn: SelfAttention::load(&l.pp("self_attn"), cfg)?,
+                    post_attn_norm: RmsNorm::load(&l.pp("post_attention_layernorm"), d.hidden_size, d.rms_norm_eps)?,
+                    mlp: SwiGlu::load(&l.pp("mlp"), d.hidden_size, d.intermediate_size, false)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(EmbedDecoder {
+            blocks,
+            norm: RmsNorm::load(&w.pp("norm"), d.hidden_size, d.rms_norm_eps)?,
+            rotary: Rotary::new(head_dim, d.rope_theta, RopeLayout::SplitHalf, w.dtype()),
+        })
+    }
+
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::uniform(self.blocks.len(), 0)
+    }
+
+    /// `x` (1, t, hidden) at the cache's next positions -> final-normed hidden states (1, t, hidden).
+    pub fn forward(&self, x: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let angles = self.rotary.angles(x.backend(), cache.offset(), x.dim(1))?;
+        let mut x = x.clone();
+        for (i, b) in self.blocks.iter().enumerate() {
+            let h = b.attn.forward(&b.input_norm.forward(&x)?, &angles, cache.layer(i)?, None)?;
+            x = x.add(&h)?;
+            x = x.add(&b.mlp.forward(&b.post_attn_norm.forward(&x)?)?)?;
+        }
+        self.norm.forward(&x)
+    }
+}

@@ -1,0 +1,90 @@
+//! Qwen3-TTS talker + code predictor parity: greedy codes identical to qwen-tts 0.1.1's on tiny
+//! random checkpoints it wrote (tools/fixtures/make_qwen3_tts.py), for a 0.6B-shaped model
+//! (identity projection into the code predictor) and a 1.7B-shaped one (`small_to_mtp_projection`),
+//! across prompt modes: no voice, x-vector, in-context cloning, non-streaming text.
+//!
+//! Both sides run in f32 and the ids must match exactly, on every setup (candle built in, and
+//! candle + the model plugins loaded from their libraries).
+
+use infer_core::audio::{CodebookSampling, SpeechOptions};
+use infer_core::{CancelToken, DType};
+use infer_qwen3_tts::generator::{CodeGenerator, CodeRequest};
+use infer_qwen3_tts::prompt::SpeakerPrompt;
+use infer_tests::{fixture, Setup};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Goldens {
+    random_speaker: Vec<f32>,
+    wav_speaker: Vec<f32>,
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    text: String,
+    language: String,
+    text_ids: Vec<u32>,
+    codes: Vec<Vec<u32>>,
+    non_streaming: bool,
+    speaker: Option<String>,
+    ref_text: Option<String>,
+    ref_codes: Option<Vec<Vec<u32>>>,
+}
+
+fn greedy(max_frames: usize) -> SpeechOptions {
+    SpeechOptions {
+        temperature: 0.0,
+        repeat_penalty: 1.05,
+        codebook_sampling: Some(CodebookSampling { temperature: 0.0, top_k: 0, top_p: 1.0 }),
+        max_frames,
+        ..SpeechOptions::default()
+    }
+}
+
+fn check_model(case_dir: &str) {
+    let dir = fixture(case_dir);
+    let goldens: Goldens =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("goldens.json")).unwrap()).expect("goldens.json");
+    for setup in Setup::all() {
+        let registry = setup.registry().unwrap();
+        let backend = registry.backend(Some("candle"), None).unwrap();
+        let generator = CodeGenerator::load(&dir, &backend, DType::F32).unwrap();
+        for case in &goldens.cases {
+            let ids = generator.text_ids(&case.text).unwrap();
+            assert_eq!(ids, case.text_ids, "{case_dir}/{}: tokenization", case.name);
+            let speaker = match case.speaker.as_deref() {
+                None => SpeakerPrompt::None,
+                Some("wav") => SpeakerPrompt::XVector(goldens.wav_speaker.clone()),
+                Some(_) => SpeakerPrompt::XVector(goldens.random_speaker.clone()),
+            };
+            let req = CodeRequest {
+                text: &case.text,
+                language: Some(&case.language),
+                speaker,
+                in_context: case.ref_text.as_deref().map(|t| (t, case.ref_codes.clone().unwrap())),
+                non_streaming: case.non_streaming,
+            };
+            let mut seen = 0;
+            let codes = generator
+                .generate(&req, &greedy(23), &CancelToken::new(), &mut |_| {
+                    seen += 1;
+                    true
+                })
+                .unwrap_or_else(|e| panic!("{case_dir}/{}: {e}", case.name));
+            assert_eq!(seen, codes.len());
+            assert_eq!(codes, case.codes, "{case_dir}/{} ({setup:?}): greedy codes", case.name);
+        }
+    }
+}
+
+#[test]
+fn small_model_matches_qwen_tts_greedy_codes() {
+    check_model("qwen3-tts/small");
+}
+
+#[test]
+fn mtp_projection_model_matches_qwen_tts_greedy_codes() {
+    check_model("qwen3-tts/mtp");
+}
