@@ -8,9 +8,11 @@
 //!   one lookup, configured by `plugins.toml`.
 
 pub mod audio;
+pub mod audio_io;
 pub mod backend;
 pub mod checkpoint;
 pub mod config;
+pub mod dsp;
 pub mod dtype;
 pub mod error;
 pub mod gguf;

@@ -1,0 +1,164 @@
+//! Reading audio files (symphonia): wav (8/16/24/32-bit PCM, float, ADPCM), flac, mp3, ogg/vorbis,
+//! and ogg/opus when the `audio-encoders` feature links libopus.
+
+use std::io::Cursor;
+use std::path::Path;
+
+use symphonia::core::codecs::audio::AudioDecoderOptions;
+use symphonia::core::errors::Error as SymError;
+use symphonia::core::formats::probe::Hint;
+use symphonia::core::formats::{FormatOptions, TrackType};
+use symphonia::core::io::MediaSourceStream;
+use symphonia::core::meta::MetadataOptions;
+
+use crate::audio::Audio;
+use crate::{Error, Result};
+
+/// What the file held before it was turned into mono f32.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AudioInfo {
+    pub sample_rate: u32,
+    pub channels: usize,
+    /// Samples per channel.
+    pub frames: usize,
+    /// Container / codec, e.g. `wav`, `flac`, `mp3`, `ogg/vorbis`, `ogg/opus`.
+    pub format: String,
+}
+
+/// A decoded file: mono (channels averaged) at the file's own rate, and what the file was.
+#[derive(Debug, Clone)]
+pub struct LoadedAudio {
+    pub audio: Audio,
+    pub info: AudioInfo,
+}
+
+/// Interleaved samples as decoded.
+pub(crate) struct Interleaved {
+    pub samples: Vec<f32>,
+    pub channels: usize,
+    pub sample_rate: u32,
+    pub format: String,
+}
+
+impl Interleaved {
+    pub fn into_loaded(self) -> LoadedAudio {
+        let frames = self.samples.len() / self.channels.max(1);
+        let mono = downmix(&self.samples, self.channels);
+        LoadedAudio {
+            audio: Audio { samples: mono, sample_rate: self.sample_rate },
+            info: AudioInfo { sample_rate: self.sample_rate, channels: self.channels, frames, format: self.format },
+        }
+    }
+}
+
+/// Averages interleaved channels (librosa's `to_mono`).
+pub fn downmix(interleaved: &[f32], channels: usize) -> Vec<f32> {
+    if channels <= 1 {
+        return interleaved.to_vec();
+    }
+    let inv = 1.0 / channels as f32;
+    interleaved.chunks_exact(channels).map(|f| f.iter().sum::<f32>() * inv).collect()
+}
+
+/// Reads and decodes an audio file to mono f32 at its own sample rate.
+pub fn read_audio(path: impl AsRef<Path>) -> Result<LoadedAudio> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let ext = path.extension().and_then(|e| e.to_str());
+    decode_audio(bytes, ext, &path.display().to_string())
+}
+
+/// Decodes an in-memory audio file. `extension` is a hint only (the content is probed); `name`
+/// goes into error messages.
+pub fn decode_audio(bytes: Vec<u8>, extension: Option<&str>, name: &str) -> Result<LoadedAudio> {
+    if bytes.is_empty() {
+        return Err(Error::invalid(format!("{name}: empty file (0 bytes), expected audio")));
+    }
+    #[cfg(feature = "audio-encoders")]
+    if super::opus::is_ogg_opus(&bytes) {
+        return super::opus::decode_ogg_opus(&bytes, name).map(Interleaved::into_loaded);
+    }
+    let decoded = decode_symphonia(bytes, extension, name)?;
+    if decoded.samples.is_empty() {
+        return Err(Error::invalid(format!("{name}: the {} file holds no audio samples", decoded.format)));
+    }
+    Ok(decoded.into_loaded())
+}
+
+fn decode_symphonia(bytes: Vec<u8>, extension: Option<&str>, name: &str) -> Result<Interleaved> {
+    let not_audio = |e: SymError| {
+        Error::invalid(format!(
+            "{name}: not a readable audio file ({e}); supported: wav, flac, mp3, ogg/vorbis{}",
+            if cfg!(feature = "audio-encoders") { ", ogg/opus" } else { "" }
+        ))
+    };
+    let mut hint = Hint::new();
+    if let Some(ext) = extension {
+        hint.with_extension(ext);
+    }
+    let mss = MediaSourceStream::new(Box::new(Cursor::new(bytes)), Default::default());
+    let mut format = symphonia::default::get_probe()
+        .probe(&hint, mss, FormatOptions::default(), MetadataOptions::default())
+        .map_err(not_audio)?;
+    let format_name = format.format_info().short_name.to_string();
+    let track = format
+        .default_track(TrackType::Audio)
+        .ok_or_else(|| Error::invalid(format!("{name}: the {format_name} file has no audio track")))?;
+    let params = track
+        .codec_params
+        .as_ref()
+        .and_then(|p| p.audio())
+        .ok_or_else(|| Error::invalid(format!("{name}: the {format_name} file has no audio codec parameters")))?
+        .clone();
+    let track_id = track.id;
+    let mut decoder = symphonia::default::get_codecs()
+        .make_audio_decoder(&params, &AudioDecoderOptions::default())
+        .map_err(|e| Error::invalid(format!("{name}: unsupported audio codec in the {format_name} file ({e})")))?;
+
+    let mut samples = Vec::new();
+    let mut chunk: Vec<f32> = Vec::new();
+    let (mut channels, mut sample_rate) =
+        (params.channels.as_ref().map(|c| c.count()).unwrap_or(0), params.sample_rate);
+    loop {
+        let packet = match format.next_packet() {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            // A truncated final packet ends the stream like EOF (as most players treat it).
+            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(Error::invalid(format!("{name}: corrupt {format_name} stream ({e})"))),
+        };
+        if packet.track_id != track_id {
+            continue;
+        }
+        match decoder.decode(&packet) {
+            Ok(buf) => {
+                let spec = buf.spec();
+                channels = spec.channels().count();
+                sample_rate = Some(spec.rate());
+                buf.copy_to_vec_interleaved(&mut chunk);
+                samples.extend_from_slice(&chunk);
+            }
+            // A damaged packet is skipped, as the symphonia examples do.
+            Err(SymError::DecodeError(_)) => continue,
+            Err(e) => return Err(Error::invalid(format!("{name}: cannot decode the {format_name} stream ({e})"))),
+        }
+    }
+    let sample_rate = sample_rate
+        .filter(|&r| r > 0)
+        .ok_or_else(|| Error::invalid(format!("{name}: the {format_name} file states no sample rate")))?;
+    if channels == 0 {
+        return Err(Error::invalid(format!("{name}: the {format_name} file states no channel count")));
+    }
+    let format = match format_name.as_str() {
+        "ogg" => format!("ogg/{}", codec_name(&params)),
+        _ => format_name,
+    };
+    Ok(Interleaved { samples, channels, sample_rate, format })
+}
+
+fn codec_name(params: &symphonia::core::codecs::audio::AudioCodecParameters) -> String {
+    symphonia::default::get_codecs()
+        .get_audio_decoder(params.codec)
+        .map(|d| d.codec.info.short_name.to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
