@@ -328,3 +328,58 @@ fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(from.join(name), to.join(name)).unwrap();
     }
 }
+
+/// Decode speed on a codec with the released checkpoint's sizes (random weights), written by
+/// `make_qwen3_tts_codec.py --real-shape DIR`; run with
+/// `INFER_CODEC_REAL_SHAPE=DIR cargo test -p infer-tests --release --test qwen3_tts_codec -- --ignored --nocapture`.
+/// Prints timings only: timed assertions do not belong in tests.
+#[test]
+#[ignore = "needs a real-shaped codec folder (INFER_CODEC_REAL_SHAPE)"]
+fn decode_speed_on_real_shape() {
+    let Ok(dir) = std::env::var("INFER_CODEC_REAL_SHAPE") else {
+        println!("INFER_CODEC_REAL_SHAPE not set: skipped");
+        return;
+    };
+    let codec = Codec12Hz::load(Path::new(&dir), &backend(Setup::CandleBuiltIn), DType::F32).unwrap();
+    let mut state = 3u64;
+    let codes: Vec<Vec<u32>> = (0..50)
+        .map(|_| {
+            (0..16)
+                .map(|_| {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    ((state >> 33) % 2048) as u32
+                })
+                .collect()
+        })
+        .collect();
+    codec.decode(&codes[..5]).unwrap(); // warm-up
+    let audio_secs = codes.len() as f64 / 12.5;
+    let start = std::time::Instant::now();
+    codec.decode(&codes).unwrap();
+    let whole = start.elapsed().as_secs_f64();
+    println!(
+        "whole decode of {} frames ({audio_secs:.1} s audio): {whole:.2} s, RTF {:.3}",
+        codes.len(),
+        whole / audio_secs
+    );
+    for chunk in [1, 5, 25] {
+        let mut stream = codec.decode_stream();
+        let start = std::time::Instant::now();
+        let mut first = None;
+        for piece in codes.chunks(chunk) {
+            stream.push(piece).unwrap();
+            first.get_or_insert(start.elapsed().as_secs_f64());
+        }
+        let t = start.elapsed().as_secs_f64();
+        println!(
+            "streamed in chunks of {chunk}: {t:.2} s, RTF {:.3}, first audio after {:.3} s",
+            t / audio_secs,
+            first.unwrap()
+        );
+    }
+    let wav: Vec<f32> = (0..48000).map(|i| (i as f32 * 0.05).sin() * 0.3).collect();
+    let start = std::time::Instant::now();
+    codec.encode_samples(&wav).unwrap();
+    let t = start.elapsed().as_secs_f64();
+    println!("encode of 2.0 s audio: {t:.2} s, RTF {:.3}", t / 2.0);
+}
