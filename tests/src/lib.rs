@@ -45,11 +45,14 @@ pub enum Setup {
     CandleBuiltIn,
     /// candle and the LLM plugin loaded from their cdylibs through a plugins.toml.
     CandleLibrary,
+    /// tch (libtorch, CPU) and the LLM plugin loaded from their cdylibs through a plugins.toml.
+    /// The test binaries never link libtorch: only the tch library does (found by its rpath).
+    TchLibrary,
 }
 
 impl Setup {
-    pub fn all() -> [Setup; 2] {
-        [Setup::CandleBuiltIn, Setup::CandleLibrary]
+    pub fn all() -> [Setup; 3] {
+        [Setup::CandleBuiltIn, Setup::CandleLibrary, Setup::TchLibrary]
     }
 
     pub fn registry(self) -> Result<Registry> {
@@ -58,11 +61,15 @@ impl Setup {
             Setup::CandleLibrary => {
                 Registry::from_config(library_config(&["infer_plugin_candle", "infer_plugin_llm"])?)
             }
+            Setup::TchLibrary => Registry::from_config(library_config(&["infer_plugin_tch", "infer_plugin_llm"])?),
         }
     }
 
     pub fn backend(self) -> &'static str {
-        "candle"
+        match self {
+            Setup::CandleBuiltIn | Setup::CandleLibrary => "candle",
+            Setup::TchLibrary => "tch",
+        }
     }
 }
 

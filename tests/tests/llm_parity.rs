@@ -70,13 +70,16 @@ fn last_logits(model: &dyn infer_core::TextModel, ids: &[u32]) -> Vec<f32> {
 }
 
 /// Half-precision compute (weights and activations in bf16/f16, softmax and norms in f32).
-/// Measured on candle: max |Δlogit| 0.13 (bf16) and 0.028 (f16) over all fixtures, logits in ±7.
-/// bf16 keeps 8 significant bits (relative step 2^-8 ≈ 0.4%), f16 11 (0.05%); the tolerances are
-/// about twice the measured error. Where the reference's top-1 logit leads the runner-up by more
-/// than twice the tolerance, the top-1 id must agree.
+/// Measured max |Δlogit| over all fixtures, logits in ±7: bf16 0.20 on candle and 0.27 on tch
+/// (both on llama3/plain's longest prompt; every other fixture ≤ 0.16 on both), f16 0.043 (candle)
+/// and 0.026 (tch). bf16 keeps 8 significant bits (relative step 2^-8 ≈ 0.4%), f16 11 (0.05%), and
+/// the backends round at different points (tch's oneDNN GEMMs round each bf16 output once, candle
+/// widens to f32), so the bf16 tolerance is 0.35 (1.3x the worst measured) and the f16 one 0.06.
+/// Where the reference's top-1 logit leads the runner-up by more than twice the tolerance, the
+/// top-1 id must agree.
 #[test]
 fn half_precision_logits_stay_within_tolerance() {
-    for (dtype, tol) in [(DType::BF16, 0.25f32), (DType::F16, 0.06)] {
+    for (dtype, tol) in [(DType::BF16, 0.35f32), (DType::F16, 0.06)] {
         for setup in Setup::all() {
             let registry = setup.registry().unwrap();
             for name in CHECKPOINTS {
