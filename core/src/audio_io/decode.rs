@@ -78,11 +78,36 @@ pub fn decode_audio(bytes: Vec<u8>, extension: Option<&str>, name: &str) -> Resu
     if super::opus::is_ogg_opus(&bytes) {
         return super::opus::decode_ogg_opus(&bytes, name).map(Interleaved::into_loaded);
     }
-    let decoded = decode_symphonia(bytes, extension, name)?;
+    let decoded = decode_symphonia(close_open_ended_wav(bytes), extension, name)?;
     if decoded.samples.is_empty() {
         return Err(Error::invalid(format!("{name}: the {} file holds no audio samples", decoded.format)));
     }
     Ok(decoded.into_loaded())
+}
+
+/// A WAV written to a pipe cannot state its length: its RIFF and data sizes are left at 0xFFFFFFFF
+/// (our `stream_writer`, ffmpeg, sox do this). Readers that trust the sizes run off the end, so the
+/// sizes are set to what the bytes hold.
+fn close_open_ended_wav(mut bytes: Vec<u8>) -> Vec<u8> {
+    const OPEN: [u8; 4] = [0xff; 4];
+    if bytes.len() < 12 || &bytes[..4] != b"RIFF" || &bytes[8..12] != b"WAVE" || bytes[4..8] != OPEN {
+        return bytes;
+    }
+    let riff = (bytes.len() - 8).min(u32::MAX as usize) as u32;
+    bytes[4..8].copy_from_slice(&riff.to_le_bytes());
+    let mut pos = 12;
+    while pos + 8 <= bytes.len() {
+        let size = u32::from_le_bytes([bytes[pos + 4], bytes[pos + 5], bytes[pos + 6], bytes[pos + 7]]);
+        if &bytes[pos..pos + 4] == b"data" {
+            if size == u32::MAX {
+                let data = (bytes.len() - pos - 8).min(u32::MAX as usize) as u32;
+                bytes[pos + 4..pos + 8].copy_from_slice(&data.to_le_bytes());
+            }
+            break;
+        }
+        pos += 8 + size as usize + (size as usize & 1);
+    }
+    bytes
 }
 
 fn decode_symphonia(bytes: Vec<u8>, extension: Option<&str>, name: &str) -> Result<Interleaved> {

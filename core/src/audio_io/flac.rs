@@ -31,8 +31,16 @@ impl AudioSink for FlacSink {
             .into_verified()
             .map_err(|(_, e)| self.out.err(format!("flac encoder config: {e:?}")))?;
         let source = flacenc::source::MemSource::from_samples(&self.samples, 1, 16, self.rate as usize);
-        let stream = flacenc::encode_with_fixed_block_size(&config, source, config.block_size)
+        let stream_frames = self.samples.len().div_ceil(config.block_size);
+        let mut stream = flacenc::encode_with_fixed_block_size(&config, source, config.block_size)
             .map_err(|e| self.out.err(format!("flac encoding: {e:?}")))?;
+        // FLAC's STREAMINFO minimum block size excludes the last block; flacenc counts it, which
+        // makes a fixed-block-size stream look variable-sized to decoders (symphonia rejects it).
+        let info = stream.stream_info_mut();
+        if stream_frames > 1 && info.min_block_size() < info.max_block_size() {
+            let max = info.max_block_size();
+            info.set_block_sizes(max, max).map_err(|e| self.out.err(format!("flac stream info: {e:?}")))?;
+        }
         let mut sink = flacenc::bitsink::ByteSink::new();
         stream.write(&mut sink).map_err(|e| self.out.err(format!("flac encoding: {e:?}")))?;
         self.out.put(sink.as_slice())?;

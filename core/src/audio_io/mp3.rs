@@ -1,8 +1,8 @@
 //! MP3 (LAME, built from the source bundled in `mp3lame-sys`): mono, CBR 128 kb/s. Each write
-//! emits the frames LAME has completed. Decoders see LAME's usual start-up delay (~1100 samples of
+//! emits the frames LAME has completed. Decoders see LAME's start-up delay (~1700 samples of
 //! near-silence) since no gapless header is written.
 
-use mp3lame_encoder::{Bitrate, Builder, FlushNoGap, Mode, MonoPcm, Quality};
+use mp3lame_encoder::{Bitrate, Builder, FlushGap, Mode, MonoPcm, Quality};
 
 use super::writer::{AudioSink, Output};
 use crate::Result;
@@ -40,7 +40,7 @@ impl AudioSink for Mp3Sink {
     fn finish(mut self: Box<Self>) -> Result<()> {
         self.bytes.clear();
         self.bytes.reserve(7200);
-        self.enc.flush_to_vec::<FlushNoGap>(&mut self.bytes).map_err(|e| self.out.err(format!("LAME: {e:?}")))?;
+        self.enc.flush_to_vec::<FlushGap>(&mut self.bytes).map_err(|e| self.out.err(format!("LAME: {e:?}")))?;
         self.out.put(&self.bytes)?;
         self.out.done()
     }
