@@ -130,6 +130,39 @@ fn encode_matches_reference() {
     }
 }
 
+/// The tch backend through its plugin library, where it was built (tools/test.sh builds it; it
+/// needs libtorch).
+fn tch_backend() -> Option<Backend> {
+    let lib = infer_tests::profile_dir().join(format!(
+        "{}infer_plugin_tch{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ));
+    if !lib.exists() {
+        println!("{} not built: tch skipped", lib.display());
+        return None;
+    }
+    let registry = infer_core::Registry::from_config(infer_tests::library_config(&["infer_plugin_tch"]).unwrap());
+    Some(registry.unwrap().get("tch").unwrap())
+}
+
+/// The same parity on the libtorch backend where it was built. Absent, the test says so and
+/// checks nothing.
+#[test]
+fn parity_on_the_tch_plugin_when_built() {
+    let Some(tch) = tch_backend() else { return };
+    let codec = Codec12Hz::load(&codec_dir(), &tch, DType::F32).unwrap();
+    let g = golden();
+    for case in ["decode_5", "decode_17"] {
+        let samples = codec.decode(&g.codes(&format!("{case}.codes"))).unwrap().samples;
+        let diff = max_abs_diff(&samples, g.f32(&format!("{case}.wav")));
+        println!("tch {case}: max |Δ| {diff:.2e}");
+        assert!(diff <= WAV_TOL, "tch {case}: samples differ by {diff}");
+    }
+    let wav = g.f32("encode.wav").to_vec();
+    assert_eq!(codec.encode_samples(&wav).unwrap(), g.codes("encode.codes"), "tch: codes differ");
+}
+
 #[test]
 fn streaming_equals_whole_decode() {
     let g = golden();
@@ -340,7 +373,15 @@ fn decode_speed_on_real_shape() {
         println!("INFER_CODEC_REAL_SHAPE not set: skipped");
         return;
     };
-    let codec = Codec12Hz::load(Path::new(&dir), &backend(Setup::CandleBuiltIn), DType::F32).unwrap();
+    let mut backends = vec![("candle", backend(Setup::CandleBuiltIn))];
+    backends.extend(tch_backend().map(|b| ("tch", b)));
+    for (name, b) in backends {
+        println!("{name}:");
+        time_real_shape(&Codec12Hz::load(Path::new(&dir), &b, DType::F32).unwrap());
+    }
+}
+
+fn time_real_shape(codec: &Codec12Hz) {
     let mut state = 3u64;
     let codes: Vec<Vec<u32>> = (0..50)
         .map(|_| {

@@ -13,7 +13,7 @@ const USAGE_EPS: f64 = 1e-5;
 fn codebook(w: &Weights, sum_name: &str, bins: usize, dim: usize) -> Result<Tensor> {
     let sum = w.get_shaped(sum_name, &[bins, dim])?;
     let usage = w.get_shaped("cluster_usage", &[bins])?;
-    sum.div(&usage.clamp(USAGE_EPS, f64::MAX)?.reshape(&[bins, 1])?)
+    sum.div(&usage.clamp(USAGE_EPS, f32::MAX as f64)?.reshape(&[bins, 1])?)
 }
 
 /// A 1x1 conv without bias, `(out, in, 1)`, kept as a linear `(out, in)` weight.
