@@ -243,11 +243,11 @@ fn bad_input_gives_clear_errors() {
 
     // A rejected push leaves the stream where it was, counting frames across pushes.
     let mut stream = codec.decode_stream();
-    stream.push(&[good.clone()]).unwrap();
+    stream.push(std::slice::from_ref(&good)).unwrap();
     let e = message(stream.push(&[good.clone(), bad]).unwrap_err());
     assert!(e.contains("frame 2, codebook 3"), "{e}");
     assert_eq!(stream.frames(), 1);
-    assert_eq!(stream.push(&[good.clone()]).unwrap().len(), 1920);
+    assert_eq!(stream.push(std::slice::from_ref(&good)).unwrap().len(), 1920);
 
     let e = message(codec.encode(&Audio { samples: vec![], sample_rate: 24000 }).unwrap_err());
     assert!(e.contains("no samples"), "{e}");
