@@ -9,6 +9,8 @@ use clap::{Parser, Subcommand};
 
 // Built-in plugins register themselves through `inventory`; referencing the crates links them.
 use infer_backend_candle as _;
+#[cfg(feature = "tch")]
+use infer_backend_tch as _;
 use infer_llm as _;
 
 #[derive(Parser)]

@@ -53,7 +53,8 @@ pub fn load_library(path: &Path) -> Result<LoadedLibrary> {
     }
     let explain = |e: LibraryError| -> Error {
         let msg = match &e {
-            LibraryError::OpenError { .. } => format!("cannot open as a shared library: {e}"),
+            // The dynamic loader's own reason (e.g. a library it links is missing), on one line.
+            LibraryError::OpenError { err, .. } => format!("cannot open as a shared library: {err}"),
             LibraryError::GetSymbolError { .. } => {
                 "not an infer plugin: it exports no abi_stable root module (use infer_core::export_plugin_library!)"
                     .to_string()
