@@ -8,7 +8,7 @@
 //! - x-vector from the reference's own 24 kHz waveform: 1e-4 absolute (values up to ~3; the
 //!   measured gap is a few 1e-6).
 //! - the 44.1 kHz stereo file goes through decode + downmix + our resampler (rubato FFT) where the
-//!   reference uses librosa's soxr_hq. Below 10.5 kHz the two agree: measured mel gap 7e-4 (interior
+//!   reference uses librosa's soxr_hq. Below 10.5 kHz the two agree: measured mel gap 9e-4 (interior
 //!   frames, mel bands 0..=122), asserted 2e-3; waveform SNR 54.8 dB, asserted 50 dB. The two
 //!   anti-aliasing filters differ in their transition band (10.5–12 kHz, the top 5 mel bands, which
 //!   hold only the test signal's -40 dB noise floor): up to 2.5 there in ln-mel, and this tiny random

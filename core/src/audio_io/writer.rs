@@ -34,6 +34,8 @@ enum OutputKind {
 }
 
 impl Output {
+    /// An error of the encoder writing here (used by the `audio-encoders` sinks).
+    #[cfg_attr(not(feature = "audio-encoders"), allow(dead_code))]
     pub fn err(&self, e: impl std::fmt::Display) -> Error {
         Error::Io { path: self.name.clone().into(), source: std::io::Error::other(e.to_string()) }
     }
