@@ -12,6 +12,7 @@ use infer_backend_candle as _;
 #[cfg(feature = "tch")]
 use infer_backend_tch as _;
 use infer_llm as _;
+use infer_qwen3_tts as _;
 
 #[derive(Parser)]
 #[command(name = "infer", version, about = "Run LLMs and speech models on pluggable backends")]
@@ -35,6 +36,10 @@ enum Command {
     Plugins(commands::plugins::PluginsArgs),
     /// Print a model's facts.
     Info(commands::info::InfoArgs),
+    /// Synthesize speech from text into an audio file.
+    Speak(commands::speak::SpeakArgs),
+    /// Make or list the named voice presets of a speech model.
+    Voice(commands::voice::VoiceArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +56,8 @@ fn main() -> ExitCode {
             Command::Bench(args) => commands::bench::run(&registry, args),
             Command::Plugins(args) => commands::plugins::run(&registry, args),
             Command::Info(args) => commands::info::run(&registry, args),
+            Command::Speak(args) => commands::speak::run(&registry, args),
+            Command::Voice(args) => commands::voice::run(&registry, args),
         }
     })();
     match result {

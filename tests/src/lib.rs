@@ -9,6 +9,7 @@ use serde::Deserialize;
 // Link the built-in plugins (their `inventory` registrations).
 use infer_backend_candle as _;
 use infer_llm as _;
+use infer_qwen3_tts as _;
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()

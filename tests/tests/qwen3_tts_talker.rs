@@ -3,8 +3,12 @@
 //! (identity projection into the code predictor) and a 1.7B-shaped one (`small_to_mtp_projection`),
 //! across prompt modes: no voice, x-vector, in-context cloning, non-streaming text.
 //!
-//! Both sides run in f32 and the ids must match exactly, on every setup (candle built in, and
-//! candle + the model plugins loaded from their libraries).
+//! Both sides run in f32 and the ids must match exactly, on every backend setup, with one
+//! allowance: the sub-code heads choose among 2048 codes, and where the reference's top-2 gap in a
+//! frame is below `NEAR_TIE` (1e-3; our logits drift from the reference's by up to ~1e-4 after a few
+//! autoregressive frames of these random weights) either choice is right and the sequences may part
+//! there. Frames before such a tie, and the tie frame's first code, must still match; cases
+//! without one must match in full, EOS position included. The fixture records the gaps.
 
 use infer_core::audio::{CodebookSampling, SpeechOptions};
 use infer_core::{CancelToken, DType};
@@ -28,6 +32,7 @@ struct Case {
     text_ids: Vec<u32>,
     codes: Vec<Vec<u32>>,
     non_streaming: bool,
+    subcode_margins: Vec<f32>,
     speaker: Option<String>,
     ref_text: Option<String>,
     ref_codes: Option<Vec<Vec<u32>>>,
@@ -49,7 +54,7 @@ fn check_model(case_dir: &str) {
         serde_json::from_str(&std::fs::read_to_string(dir.join("goldens.json")).unwrap()).expect("goldens.json");
     for setup in Setup::all() {
         let registry = setup.registry().unwrap();
-        let backend = registry.backend(Some("candle"), None).unwrap();
+        let backend = registry.backend(Some(setup.backend()), None).unwrap();
         let generator = CodeGenerator::load(&dir, &backend, DType::F32).unwrap();
         for case in &goldens.cases {
             let ids = generator.text_ids(&case.text).unwrap();
@@ -74,7 +79,22 @@ fn check_model(case_dir: &str) {
                 })
                 .unwrap_or_else(|e| panic!("{case_dir}/{}: {e}", case.name));
             assert_eq!(seen, codes.len());
-            assert_eq!(codes, case.codes, "{case_dir}/{} ({setup:?}): greedy codes", case.name);
+            let what = format!("{case_dir}/{} ({setup:?}): greedy codes", case.name);
+            assert_codes_match(&codes, &case.codes, &case.subcode_margins, &what);
+        }
+    }
+}
+
+const NEAR_TIE: f32 = 1e-3;
+
+/// Exact equality up to the first frame whose reference sub-codes were a near tie.
+fn assert_codes_match(ours: &[Vec<u32>], reference: &[Vec<u32>], margins: &[f32], what: &str) {
+    match margins.iter().position(|&m| m < NEAR_TIE) {
+        None => assert_eq!(ours, reference, "{what}"),
+        Some(tie) => {
+            assert!(ours.len() > tie, "{what}: ended at {} frames, before the near tie at frame {tie}", ours.len());
+            assert_eq!(ours[..tie], reference[..tie], "{what}: frames before the near tie at {tie}");
+            assert_eq!(ours[tie][0], reference[tie][0], "{what}: first code of the near-tie frame {tie}");
         }
     }
 }

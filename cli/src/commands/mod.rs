@@ -4,3 +4,5 @@ pub mod info;
 pub mod plugins;
 pub mod run;
 pub mod shared;
+pub mod speak;
+pub mod voice;

@@ -1,0 +1,234 @@
+//! Qwen3-TTS end to end through the speech-synthesis plugin contract (`Registry::load_speech_model`
+//! -> `SpeechSynthesizer`): the tiny fixtures in the real layout (codec as `speech_tokenizer/` and as
+//! a sibling `Qwen3-TTS-Tokenizer-12Hz/`), greedy codes equal to qwen-tts's, x-vector cloning from a
+//! WAV, in-context cloning, streamed audio equal to whole-utterance audio, voice presets,
+//! cancellation and bad input.
+
+use std::path::{Path, PathBuf};
+
+use infer_core::audio::{Audio, CodebookSampling, SpeechOptions, SpeechSynthesizer, Voice};
+use infer_core::audio_io::read_audio;
+use infer_core::{CancelToken, LoadConfig, Registry};
+use infer_tests::{fixture, max_abs_diff};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Goldens {
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    text: String,
+    language: String,
+    codes: Vec<Vec<u32>>,
+    subcode_margins: Vec<f32>,
+}
+
+fn goldens(dir: &Path) -> Goldens {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("goldens.json")).unwrap()).unwrap()
+}
+
+fn case<'a>(g: &'a Goldens, name: &str) -> &'a Case {
+    g.cases.iter().find(|c| c.name == name).unwrap()
+}
+
+fn load(dir: &Path) -> Box<dyn SpeechSynthesizer> {
+    Registry::builtin().unwrap().load_speech_model(dir, &LoadConfig::default()).unwrap()
+}
+
+fn greedy(voice: Voice, language: &str) -> SpeechOptions {
+    SpeechOptions {
+        voice,
+        language: Some(language.into()),
+        temperature: 0.0,
+        codebook_sampling: Some(CodebookSampling { temperature: 0.0, top_k: 0, top_p: 1.0 }),
+        max_frames: 23,
+        ..SpeechOptions::default()
+    }
+}
+
+/// Runs a synthesis and returns (frames, samples, number of chunks that carried audio).
+fn speak(tts: &dyn SpeechSynthesizer, text: &str, options: &SpeechOptions) -> (Vec<Vec<u32>>, Vec<f32>, usize) {
+    let (mut frames, mut samples, mut audio_chunks) = (Vec::new(), Vec::new(), 0);
+    let m = tts
+        .synthesize(text, options, &CancelToken::new(), &mut |c| {
+            frames.extend(c.codes.chunks(c.num_codebooks).map(<[u32]>::to_vec));
+            if !c.samples.is_empty() {
+                audio_chunks += 1;
+                samples.extend_from_slice(c.samples);
+            }
+            true
+        })
+        .unwrap();
+    assert_eq!(m.frames, frames.len());
+    assert!((m.audio_seconds - samples.len() as f64 / 24000.0).abs() < 1e-9);
+    (frames, samples, audio_chunks)
+}
+
+fn reference_wav(dir: &Path) -> Audio {
+    read_audio(dir.join("ref.wav")).unwrap().audio
+}
+
+#[test]
+fn greedy_codes_and_audio_in_both_layouts() {
+    for model in ["qwen3-tts/small", "qwen3-tts/mtp"] {
+        let dir = fixture(model);
+        let g = goldens(&dir);
+        let tts = load(&dir);
+        assert_eq!(tts.sample_rate(), 24000);
+        assert!(tts.languages().contains(&"english".to_string()));
+        let c = case(&g, "auto_no_voice");
+        let (frames, samples, _) = speak(tts.as_ref(), &c.text, &greedy(Voice::Default, &c.language));
+        assert_eq!(frames, c.codes, "{model}: codes through the plugin contract");
+        assert_eq!(samples.len(), frames.len() * 1920, "{model}: 1920 samples per frame");
+        assert!(samples.iter().all(|s| s.is_finite() && s.abs() <= 1.0));
+    }
+}
+
+#[test]
+fn streamed_audio_equals_whole_utterance() {
+    let dir = fixture("qwen3-tts/small");
+    let tts = load(&dir);
+    let text = "Numbers like 42 are read aloud.";
+    let (frames, whole, chunks) = speak(tts.as_ref(), text, &greedy(Voice::Default, "english"));
+    assert_eq!(chunks, 1);
+    for every in [1, 3, 7] {
+        let options = SpeechOptions { stream_frames: every, ..greedy(Voice::Default, "english") };
+        let (f, streamed, chunks) = speak(tts.as_ref(), text, &options);
+        assert_eq!(f, frames);
+        assert_eq!(chunks, frames.len().div_ceil(every), "chunks of {every} frames");
+        // The codec carries its causal state across chunks: only float summation order differs
+        // (measured up to 1.1e-5 on samples in [-1, 1]; the codec's own streaming bound is 5e-5).
+        let d = max_abs_diff(&streamed, &whole);
+        assert!(d <= 5e-5, "stream every {every} frames: max |diff| {d}");
+    }
+}
+
+#[test]
+fn x_vector_cloning_from_a_wav_matches_qwen_tts() {
+    let dir = fixture("qwen3-tts/small");
+    let g = goldens(&dir);
+    let tts = load(&dir);
+    let c = case(&g, "german_wav_xvector");
+    let voice = Voice::Reference { audio: reference_wav(&dir), transcript: None };
+    let (frames, _, _) = speak(tts.as_ref(), &c.text, &greedy(voice, &c.language));
+    // Up to the first frame whose reference sub-codes were a near tie (see qwen3_tts_talker.rs).
+    let tie = c.subcode_margins.iter().position(|&m| m < 1e-3).unwrap_or(c.codes.len());
+    assert!(tie >= 5, "the fixture should give a long exact prefix");
+    assert_eq!(frames[..tie], c.codes[..tie], "speaker encoder -> x-vector -> talker");
+}
+
+#[test]
+fn in_context_cloning_speaks_only_the_new_text() {
+    let dir = fixture("qwen3-tts/small");
+    let tts = load(&dir);
+    let voice = Voice::Reference {
+        audio: reference_wav(&dir),
+        transcript: Some("This is the reference transcript of the cloned voice.".into()),
+    };
+    let (frames, samples, _) = speak(tts.as_ref(), "Hello world.", &greedy(voice, "english"));
+    assert!(!frames.is_empty());
+    // The reference's own frames prime the codec but are not part of the output.
+    assert_eq!(samples.len(), frames.len() * 1920);
+}
+
+/// A copy of the small fixture (with its codec) where presets can be written.
+fn writable_copy() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("Qwen3-TTS-12Hz-tiny");
+    copy_dir(&fixture("qwen3-tts/small"), &model, &["speech_tokenizer"]);
+    copy_dir(&fixture("qwen3-tts/codec"), &tmp.path().join("Qwen3-TTS-Tokenizer-12Hz"), &[]);
+    (tmp, model)
+}
+
+fn copy_dir(from: &Path, to: &Path, skip: &[&str]) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if !skip.iter().any(|s| e.file_name() == *s) {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn voice_presets_are_saved_and_reused() {
+    let (_tmp, model) = writable_copy();
+    let g = goldens(&model);
+    let tts = load(&model);
+    let wav = reference_wav(&model);
+    tts.save_voice("anna", &wav, None).unwrap();
+    tts.save_voice("anna-icl", &wav, Some("This is the reference transcript of the cloned voice.")).unwrap();
+    let err = tts.save_voice("bad name", &wav, None).unwrap_err().to_string();
+    assert!(err.contains("voice name"), "{err}");
+
+    // A fresh load sees the presets; the x-vector preset speaks as the reference did.
+    let tts = load(&model);
+    assert_eq!(tts.voices(), ["anna", "anna-icl"]);
+    let c = case(&g, "german_wav_xvector");
+    let by_preset = speak(tts.as_ref(), &c.text, &greedy(Voice::Preset("anna".into()), &c.language));
+    let by_wav =
+        speak(tts.as_ref(), &c.text, &greedy(Voice::Reference { audio: wav.clone(), transcript: None }, &c.language));
+    assert_eq!(by_preset.0, by_wav.0);
+    let by_ref = speak(
+        tts.as_ref(),
+        "Hello world.",
+        &greedy(
+            Voice::Reference {
+                audio: wav,
+                transcript: Some("This is the reference transcript of the cloned voice.".into()),
+            },
+            "english",
+        ),
+    );
+    let by_preset = speak(tts.as_ref(), "Hello world.", &greedy(Voice::Preset("anna-icl".into()), "english"));
+    assert_eq!(by_preset.0, by_ref.0);
+}
+
+#[test]
+fn cancelling_mid_stream_stops_with_cancelled() {
+    let tts = load(&fixture("qwen3-tts/small"));
+    let mut seen = 0;
+    let err = tts
+        .synthesize(
+            "Numbers like 42 are read aloud.",
+            &greedy(Voice::Default, "english"),
+            &CancelToken::new(),
+            &mut |_| {
+                seen += 1;
+                seen < 3
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(err, infer_core::Error::Cancelled), "{err}");
+    assert_eq!(seen, 3);
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let dir = fixture("qwen3-tts/small");
+    let tts = load(&dir);
+    let fail = |text: &str, options: SpeechOptions| -> String {
+        tts.synthesize(text, &options, &CancelToken::new(), &mut |_| true).unwrap_err().to_string()
+    };
+    assert!(fail("  ", greedy(Voice::Default, "english")).contains("empty"));
+    let e = fail("Hi.", greedy(Voice::Preset("nobody".into()), "english"));
+    assert!(e.contains("unknown voice `nobody`"), "{e}");
+    let e = fail("Hi.", greedy(Voice::Default, "klingon"));
+    assert!(e.contains("unknown language `klingon`") && e.contains("english"), "{e}");
+    let silent = Audio { samples: vec![0.0; 48000], sample_rate: 24000 };
+    let e = fail("Hi.", greedy(Voice::Reference { audio: silent, transcript: None }, "english"));
+    assert!(e.contains("silent"), "{e}");
+    let short = Audio { samples: reference_wav(&dir).samples[..2400].to_vec(), sample_rate: 24000 };
+    let e = fail("Hi.", greedy(Voice::Reference { audio: short, transcript: None }, "english"));
+    assert!(e.contains("short"), "{e}");
+
+    // A checkpoint without its codec says where it looked.
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("model");
+    copy_dir(&dir, &model, &["speech_tokenizer"]);
+    let e = Registry::builtin().unwrap().load_speech_model(&model, &LoadConfig::default()).err().unwrap().to_string();
+    assert!(e.contains("speech_tokenizer") && e.contains("Qwen3-TTS-Tokenizer-12Hz"), "{e}");
+}
