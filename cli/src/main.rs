@@ -44,7 +44,12 @@ enum Command {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("INFER_LOG"))
+        // Without INFER_LOG: errors only, and not symphonia's format-probe noise (its failures
+        // reach the user as our own one-line error).
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("INFER_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,symphonia_core=off,symphonia=off")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
