@@ -26,7 +26,6 @@ use infer_core::{Backend, DType, Error, Result, Tensor, Weights};
 
 pub use config::{CodecConfig, DecoderConfig, EncoderConfig};
 pub use stream::{DecodeStream, SEGMENT_CONTEXT, SEGMENT_FRAMES};
-pub use weight_norm::fold as fold_weight_norm;
 
 use decoder::Decoder;
 use encoder::Encoder;
