@@ -2,10 +2,17 @@
 //! cancellation, stop strings, bounded context, chat, metrics.
 
 use infer_core::{Error, GenerateConfig, LoadConfig, Message, Registry, TextModel};
-use infer_tests::{fixture, golden, max_abs_diff};
+use infer_tests::{fixture, golden, max_abs_diff, Setup};
 
 fn model(name: &str, cfg: LoadConfig) -> Box<dyn TextModel> {
     Registry::builtin().unwrap().load_model(&fixture(name), &cfg).unwrap()
+}
+
+/// The model on one backend setup (the behaviours that depend on the backend's masking and
+/// in-place cache writes run on every setup).
+fn model_on(setup: Setup, name: &str, cfg: LoadConfig) -> Box<dyn TextModel> {
+    let cfg = LoadConfig { backend: Some(setup.backend().into()), ..cfg };
+    setup.registry().unwrap().load_model(&fixture(name), &cfg).unwrap()
 }
 
 fn greedy(n: usize) -> GenerateConfig {
@@ -19,14 +26,16 @@ fn ids(m: &dyn TextModel, prompt: &str, cfg: &GenerateConfig) -> Vec<u32> {
 #[test]
 fn batch_generate_equals_one_by_one() {
     // Gemma 3 exercises the padding mask together with sliding windows.
-    for name in ["qwen3/gqa", "gemma3/base"] {
-        let m = model(name, LoadConfig::default());
-        let prompts = ["The river", "A much longer prompt that needs a lot of left padding in the batch", "Hello"];
-        let batch = m.batch_generate(&prompts, &greedy(12)).unwrap();
-        for (p, r) in prompts.iter().zip(&batch) {
-            assert!(r.error.is_none());
-            let got: Vec<u32> = r.tokens.iter().map(|t| t.id).collect();
-            assert_eq!(got, ids(&*m, p, &greedy(12)), "{name}: batched {p:?}");
+    for setup in Setup::all() {
+        for name in ["qwen3/gqa", "gemma3/base"] {
+            let m = model_on(setup, name, LoadConfig::default());
+            let prompts = ["The river", "A much longer prompt that needs a lot of left padding in the batch", "Hello"];
+            let batch = m.batch_generate(&prompts, &greedy(12)).unwrap();
+            for (p, r) in prompts.iter().zip(&batch) {
+                assert!(r.error.is_none());
+                let got: Vec<u32> = r.tokens.iter().map(|t| t.id).collect();
+                assert_eq!(got, ids(&*m, p, &greedy(12)), "{setup:?} {name}: batched {p:?}");
+            }
         }
     }
 }
@@ -90,12 +99,14 @@ fn stop_tokens_end_generation_before_the_token() {
 
 #[test]
 fn bounded_context_keeps_generating_past_the_window() {
-    let m = model("qwen3/gqa", LoadConfig { context_len: 16, ..Default::default() });
-    let out = ids(&*m, "The river", &greedy(40));
-    assert_eq!(out.len(), 40);
-    // Within the window the bounded cache changes nothing.
-    let unbounded = model("qwen3/gqa", LoadConfig::default());
-    assert_eq!(out[..10], ids(&*unbounded, "The river", &greedy(10))[..]);
+    for setup in Setup::all() {
+        let m = model_on(setup, "qwen3/gqa", LoadConfig { context_len: 16, ..Default::default() });
+        let out = ids(&*m, "The river", &greedy(40));
+        assert_eq!(out.len(), 40);
+        // Within the window the bounded cache changes nothing.
+        let unbounded = model_on(setup, "qwen3/gqa", LoadConfig::default());
+        assert_eq!(out[..10], ids(&*unbounded, "The river", &greedy(10))[..], "{setup:?}");
+    }
 }
 
 #[test]
