@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::audio::SpeechSynthesizer;
 use crate::backend::lift;
 use crate::checkpoint::CheckpointInfo;
-use crate::audio::SpeechSynthesizer;
 use crate::config::PluginConfig;
 use crate::plugin::{self, library, BackendPlugin, ModelKind, ModelLoadOptions, ModelPlugin};
 use crate::speech_ffi::HostSpeech;

@@ -59,10 +59,12 @@ fn assert_tones(what: &str, audio: &Audio, want: &[(f32, f32)]) {
     assert!((rms - want_rms).abs() < tol * want_rms, "{what}: RMS {rms}, want {want_rms}");
 }
 
+/// (file, rate, channels, frames, tones (Hz, amplitude) of the mono mix)
+type SoxCase = (&'static str, u32, usize, Option<usize>, &'static [(f32, f32)]);
+
 #[test]
 fn reads_files_written_by_sox() {
-    // (file, rate, channels, frames, tones of the mono mix)
-    let cases: [(&str, u32, usize, Option<usize>, &[(f32, f32)]); 7] = [
+    let cases: [SoxCase; 7] = [
         ("tone440_8k_mono_s16.wav", 8_000, 1, Some(4_000), &[(440.0, 0.5)]),
         ("tone440-1000_44k_stereo_s24.wav", 44_100, 2, Some(11_025), &[(440.0, 0.25), (1000.0, 0.25)]),
         ("tone1000_48k_mono_f32.wav", 48_000, 1, Some(12_000), &[(1000.0, 0.5)]),

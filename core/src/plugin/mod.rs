@@ -68,16 +68,15 @@ pub struct ModelPlugin {
     pub load_text:
         extern "C" fn(path: RStr<'_>, backend: &Backend, options: &ModelLoadOptions) -> RResult<CausalLmBox, FfiError>,
     /// Loads a speech synthesizer (kind `SpeechSynthesis`).
-    pub load_speech:
-        extern "C" fn(path: RStr<'_>, backend: &Backend, options: &ModelLoadOptions) -> RResult<SpeechModelBox, FfiError>,
+    pub load_speech: extern "C" fn(
+        path: RStr<'_>,
+        backend: &Backend,
+        options: &ModelLoadOptions,
+    ) -> RResult<SpeechModelBox, FfiError>,
 }
 
 /// The `load_text` of plugins that are not text models.
-pub extern "C" fn no_text_model(
-    path: RStr<'_>,
-    _: &Backend,
-    _: &ModelLoadOptions,
-) -> RResult<CausalLmBox, FfiError> {
+pub extern "C" fn no_text_model(path: RStr<'_>, _: &Backend, _: &ModelLoadOptions) -> RResult<CausalLmBox, FfiError> {
     RResult::RErr(Error::unsupported(format!("{path} is not a text model")).into())
 }
 

@@ -211,8 +211,14 @@ impl SpeechSynthesizer for Qwen3Tts {
         result?;
 
         if !pending.is_empty() {
+            let t0 = Instant::now();
             let mut samples = stream.push(&pending)?;
             samples.extend(stream.finish()?);
+            tracing::debug!(
+                frames = pending.len(),
+                decode_s = t0.elapsed().as_secs_f64(),
+                "qwen3-tts final codec decode"
+            );
             first_audio.get_or_insert(start.elapsed().as_secs_f64());
             samples_out += samples.len();
             if !emit(&[], &samples, frames, on_chunk) || cancel.is_cancelled() {
