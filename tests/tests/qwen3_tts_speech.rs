@@ -232,3 +232,24 @@ fn bad_input_gives_clear_errors() {
     let e = Registry::builtin().unwrap().load_speech_model(&model, &LoadConfig::default()).err().unwrap().to_string();
     assert!(e.contains("speech_tokenizer") && e.contains("Qwen3-TTS-Tokenizer-12Hz"), "{e}");
 }
+
+/// The model plugin built in, the backend from the tch plugin library: same codes, same audio.
+#[test]
+fn tch_backend_gives_the_same_codes_and_audio() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("plugins.toml");
+    let lib = infer_tests::plugin_library("infer_plugin_tch");
+    std::fs::write(&config, format!("builtin_plugins = true\n[[plugin]]\npath = {lib:?}\n")).unwrap();
+    let registry = Registry::from_config(infer_core::PluginConfig::from_file(&config).unwrap()).unwrap();
+    let on_tch = LoadConfig { backend: Some("tch".into()), ..LoadConfig::default() };
+
+    let dir = fixture("qwen3-tts/small");
+    let g = goldens(&dir);
+    let c = case(&g, "non_streaming");
+    let candle = speak(load(&dir).as_ref(), &c.text, &greedy(Voice::Default, "english"));
+    let tch = registry.load_speech_model(&dir, &on_tch).unwrap();
+    let ours = speak(tch.as_ref(), &c.text, &greedy(Voice::Default, "english"));
+    assert_eq!(ours.0, candle.0, "codes on tch vs candle");
+    let d = max_abs_diff(&ours.1, &candle.1);
+    assert!(d <= 5e-5, "audio on tch vs candle: max |diff| {d}");
+}
