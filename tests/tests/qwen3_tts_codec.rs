@@ -4,9 +4,9 @@
 //! identical, streaming equal to whole-utterance decoding, bad input rejected with clear errors.
 //!
 //! Tolerances (f32 compute, f32 reference; each test prints its measured max |Δ|). Samples lie
-//! in [-1, 1] after the final clamp; on candle the largest sample error is 7.3e-6 over all cases
-//! (through ~40 conv layers and SnakeBeta's sin of O(10) arguments), intermediate activations
-//! are within 2e-6. The bounds are ~7x the measurements, far below what a wrong layer does (a
+//! in [-1, 1] after the final clamp; the largest sample error is 9.0e-6 on candle and 8.6e-6 on
+//! tch over all cases (through ~40 conv layers and SnakeBeta's sin of O(10) arguments);
+//! intermediate activations are within 2.9e-6. The bounds are ~7x the measurements, far below what a wrong layer does (a
 //! missing normalisation, a shifted causal pad or a wrong window moves samples by > 1e-2).
 //! Encoded codes must be identical: the smallest nearest/second-nearest distance margin in the
 //! fixture is 2.4e-5 (golden.json), above the ~1e-6 the distances differ by here.
@@ -20,12 +20,12 @@ use infer_qwen3_tts::codec::{find_codec_dir, Codec12Hz, SEGMENT_FRAMES};
 use infer_tests::{fixture, max_abs_diff, Setup};
 use safetensors::{Dtype, SafeTensors};
 
-/// Decoded samples: measured max 7.3e-6.
+/// Decoded samples: measured max 9.0e-6.
 const WAV_TOL: f32 = 5e-5;
-/// Decoder front and encoder activations (values O(1-10)): measured max 1.9e-6.
+/// Decoder front and encoder activations (values O(1-10)): measured max 2.9e-6.
 const FRONT_TOL: f32 = 2e-5;
 /// Streaming vs whole decode: the same ops on other splits, so only the summation order of the
-/// convolutions' matrix products differs: measured max 8.1e-6 (chunks of 1).
+/// convolutions' matrix products differs: measured max 1.1e-5 (chunks of 2).
 const STREAM_TOL: f32 = 5e-5;
 
 fn codec_dir() -> PathBuf {
@@ -128,39 +128,6 @@ fn encode_matches_reference() {
         assert_eq!(codes.len(), wav.len().div_ceil(1920));
         assert_eq!(codes, want, "{setup:?}: codes differ from the reference");
     }
-}
-
-/// The tch backend through its plugin library, where it was built (tools/test.sh builds it; it
-/// needs libtorch).
-fn tch_backend() -> Option<Backend> {
-    let lib = infer_tests::profile_dir().join(format!(
-        "{}infer_plugin_tch{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    ));
-    if !lib.exists() {
-        println!("{} not built: tch skipped", lib.display());
-        return None;
-    }
-    let registry = infer_core::Registry::from_config(infer_tests::library_config(&["infer_plugin_tch"]).unwrap());
-    Some(registry.unwrap().get("tch").unwrap())
-}
-
-/// The same parity on the libtorch backend where it was built. Absent, the test says so and
-/// checks nothing.
-#[test]
-fn parity_on_the_tch_plugin_when_built() {
-    let Some(tch) = tch_backend() else { return };
-    let codec = Codec12Hz::load(&codec_dir(), &tch, DType::F32).unwrap();
-    let g = golden();
-    for case in ["decode_5", "decode_17"] {
-        let samples = codec.decode(&g.codes(&format!("{case}.codes"))).unwrap().samples;
-        let diff = max_abs_diff(&samples, g.f32(&format!("{case}.wav")));
-        println!("tch {case}: max |Δ| {diff:.2e}");
-        assert!(diff <= WAV_TOL, "tch {case}: samples differ by {diff}");
-    }
-    let wav = g.f32("encode.wav").to_vec();
-    assert_eq!(codec.encode_samples(&wav).unwrap(), g.codes("encode.codes"), "tch: codes differ");
 }
 
 #[test]
@@ -373,11 +340,9 @@ fn decode_speed_on_real_shape() {
         println!("INFER_CODEC_REAL_SHAPE not set: skipped");
         return;
     };
-    let mut backends = vec![("candle", backend(Setup::CandleBuiltIn))];
-    backends.extend(tch_backend().map(|b| ("tch", b)));
-    for (name, b) in backends {
-        println!("{name}:");
-        time_real_shape(&Codec12Hz::load(Path::new(&dir), &b, DType::F32).unwrap());
+    for setup in [Setup::CandleBuiltIn, Setup::TchLibrary] {
+        println!("{setup:?}:");
+        time_real_shape(&Codec12Hz::load(Path::new(&dir), &backend(setup), DType::F32).unwrap());
     }
 }
 
