@@ -5,6 +5,7 @@
 //! steps, then temperature / top-k / top-p; the code predictor samples with its own settings.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use infer_core::audio::{CodebookSampling, SpeechOptions};
 use infer_core::text::sampling::Sampler;
@@ -101,6 +102,7 @@ impl CodeGenerator {
             }
             None => None,
         };
+        let started = Instant::now();
         let prompt = prompt::build(
             &self.cfg,
             &self.talker,
@@ -144,6 +146,9 @@ impl CodeGenerator {
 
         let mut cache = self.talker.new_cache();
         let (mut hidden, mut logits) = self.talker.forward(&prompt.prefill, &mut cache)?;
+        // Where the time goes, for `INFER_LOG=infer_qwen3_tts=debug` (bench/tts_compare.sh).
+        let prefill_time = started.elapsed();
+        let (mut talker_time, mut predictor_time, mut callback_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
         let mut history: Vec<u32> = Vec::new();
         let mut frames: Vec<Vec<u32>> = Vec::new();
         loop {
@@ -158,14 +163,19 @@ impl CodeGenerator {
             if first == eos || history.len() >= max_tokens {
                 break;
             }
+            let t0 = Instant::now();
             let first_embed = self.talker.codec_embed(&[first])?;
             let rest = self.predictor.predict(&hidden, &first_embed, &mut |_, l| sub_sampler.sample(l, &[]))?;
             let mut frame = Vec::with_capacity(rest.len() + 1);
             frame.push(first);
             frame.extend_from_slice(&rest);
+            let t1 = Instant::now();
+            predictor_time += t1 - t0;
             if !on_frame(&frame) || cancel.is_cancelled() {
                 return Err(Error::Cancelled);
             }
+            let t2 = Instant::now();
+            callback_time += t2 - t1;
 
             let mut x = first_embed;
             for (g, &code) in rest.iter().enumerate() {
@@ -176,7 +186,17 @@ impl CodeGenerator {
                 if step < prompt.trailing.dim(1) { prompt.trailing.narrow(1, step, 1)? } else { prompt.pad.clone() };
             frames.push(frame);
             (hidden, logits) = self.talker.forward(&x.add(&text)?, &mut cache)?;
+            talker_time += t2.elapsed();
         }
+        tracing::debug!(
+            frames = frames.len(),
+            prompt_tokens = prompt.prefill.dim(1),
+            prefill_s = prefill_time.as_secs_f64(),
+            talker_steps_s = talker_time.as_secs_f64(),
+            code_predictor_s = predictor_time.as_secs_f64(),
+            on_frame_s = callback_time.as_secs_f64(),
+            "qwen3-tts generation timing"
+        );
         Ok(frames)
     }
 
