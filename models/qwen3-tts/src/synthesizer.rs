@@ -162,18 +162,9 @@ impl SpeechSynthesizer for Qwen3Tts {
         let (mut frames, mut samples_out) = (0usize, 0usize);
         let mut first_audio: Option<f64> = None;
         let mut failure: Option<Error> = None;
-        let emit = |frames_new: &[Vec<u32>],
-                    samples: &[f32],
-                    done: usize,
-                    on_chunk: &mut dyn FnMut(SpeechChunk<'_>) -> bool| {
-            let codes: Vec<u32> = frames_new.iter().flatten().copied().collect();
-            on_chunk(SpeechChunk {
-                samples,
-                codes: &codes,
-                num_codebooks,
-                frames_done: done,
-                max_frames: options.max_frames,
-            })
+        // `codes`: the frames generated since the previous chunk, row-major.
+        let emit = |codes: &[u32], samples: &[f32], done: usize, on_chunk: &mut dyn FnMut(SpeechChunk<'_>) -> bool| {
+            on_chunk(SpeechChunk { samples, codes, num_codebooks, frames_done: done, max_frames: options.max_frames })
         };
 
         let request = CodeRequest {
@@ -203,7 +194,7 @@ impl SpeechSynthesizer for Qwen3Tts {
                 samples_out += samples.len();
                 pending.clear();
             }
-            emit(std::slice::from_ref(&frame.to_vec()), &samples, frames, on_chunk)
+            emit(frame, &samples, frames, on_chunk)
         });
         if let Some(e) = failure {
             return Err(e);
