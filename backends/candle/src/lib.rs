@@ -14,6 +14,7 @@ pub mod convert;
 pub mod elementwise;
 pub mod error;
 pub mod gemv;
+pub mod ggml;
 pub mod linear;
 pub mod norm;
 pub mod ops;

@@ -1,4 +1,5 @@
-//! GGML block-quantized weights: loading raw blocks, quantized matmul, row lookup, dequantize.
+//! GGML block-quantized weights: loading raw blocks, quantized matmul, row lookup, dequantize
+//! (native kernels in [`crate::ggml`], candle's `QTensor` for the other types).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -7,22 +8,18 @@ use candle_core::quantized::{QStorage, QTensor};
 use candle_core::{DType as C, Device, Tensor};
 use infer_core::{DType, Error, Result};
 
-use crate::tensor::QuantTensor;
+use crate::ggml::GgmlMatrix;
+use crate::tensor::{QuantRepr, QuantTensor};
 
 pub use infer_core::gguf::to_ggml;
 
 /// Builds a quantized tensor of logical `shape` (e.g. (out, in)) from raw GGML blocks.
 ///
-/// Q5_0 is stored as Q8_0: candle has no SIMD kernel for Q5_0 (its scalar one ran Gemma 3 270M,
-/// mostly Q5_0, at 2 tok/s), and every Q5_0 value `d * (q - 16)` with `q - 16` in [-16, 15] is
-/// exactly a Q8_0 value with the same scale, so the repack is lossless (+55% bytes for those
-/// tensors) and both formats multiply against Q8_0-quantized activations, as in llama.cpp.
+/// Q8_0, Q5_0, Q4_K and Q6_K matrices keep the file's blocks for the native kernels of
+/// [`crate::ggml`]; other types go to candle's `QTensor`.
 pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<QuantTensor> {
-    if dtype == DType::Q5_0 && bytes.len() % Q5_0_BLOCK == 0 {
-        let numel: usize = shape.iter().product();
-        if bytes.len() == numel / 32 * Q5_0_BLOCK {
-            return from_bytes(&repack_q5_0_as_q8_0(bytes), DType::Q8_0, shape);
-        }
+    if let Some(m) = GgmlMatrix::new(bytes, dtype, shape)? {
+        return Ok(QuantTensor { repr: QuantRepr::Native(Arc::new(m)), dtype });
     }
     let g = to_ggml(dtype).ok_or_else(|| Error::unsupported(format!("from_bytes: {dtype} is not a GGML type")))?;
     let (per_block, block_bytes) = dtype.block();
@@ -51,7 +48,7 @@ pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<QuantTe
     // in Q8K: 4 bytes). Checkpoint slices (mmapped GGUF) may be unaligned: copy those into an
     // 8-byte aligned buffer first. candle then copies the blocks into its own storage.
     let aligned: Vec<u64>;
-    let data: &[u8] = if (bytes.as_ptr() as usize) % 8 == 0 {
+    let data: &[u8] = if (bytes.as_ptr() as usize).is_multiple_of(8) {
         bytes
     } else {
         let mut buf = vec![0u64; bytes.len().div_ceil(8)];
@@ -67,61 +64,62 @@ pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<QuantTe
         .map_err(|e| Error::backend(format!("from_bytes {dtype}{shape:?}: {}", crate::error::message(&e))))?;
     let q = QTensor::new(storage, shape)
         .map_err(|e| Error::backend(format!("from_bytes {dtype}{shape:?}: {}", crate::error::message(&e))))?;
-    Ok(QuantTensor { q: Arc::new(q), dtype })
-}
-
-const Q5_0_BLOCK: usize = 22;
-const Q8_0_BLOCK: usize = 34;
-
-/// Q5_0 blocks (f16 d, u32 high bits, 16 bytes of nibbles) -> Q8_0 blocks (f16 d, 32 × i8).
-fn repack_q5_0_as_q8_0(q5: &[u8]) -> Vec<u8> {
-    let mut out = vec![0u8; q5.len() / Q5_0_BLOCK * Q8_0_BLOCK];
-    for (src, dst) in q5.chunks_exact(Q5_0_BLOCK).zip(out.chunks_exact_mut(Q8_0_BLOCK)) {
-        dst[..2].copy_from_slice(&src[..2]);
-        let qh = u32::from_le_bytes([src[2], src[3], src[4], src[5]]);
-        for j in 0..16 {
-            let lo = (src[6 + j] & 0x0F) | ((((qh >> j) << 4) & 0x10) as u8);
-            let hi = (src[6 + j] >> 4) | (((qh >> (j + 12)) & 0x10) as u8);
-            dst[2 + j] = (lo as i8 - 16) as u8;
-            dst[2 + 16 + j] = (hi as i8 - 16) as u8;
-        }
-    }
-    out
+    Ok(QuantTensor { repr: QuantRepr::Candle(Arc::new(q)), dtype })
 }
 
 /// The raw GGML blocks (the inverse of [`from_bytes`]).
 pub fn to_bytes(q: &QuantTensor) -> candle_core::Result<Vec<u8>> {
-    Ok(q.q.data()?.into_owned())
+    match &q.repr {
+        QuantRepr::Native(m) => Ok(m.bytes().to_vec()),
+        QuantRepr::Candle(t) => Ok(t.data()?.into_owned()),
+    }
 }
 
 /// Dequantizes the whole tensor to f32.
 pub fn dequantize(q: &QuantTensor) -> candle_core::Result<Tensor> {
-    q.q.dequantize(&Device::Cpu)
+    match &q.repr {
+        QuantRepr::Native(m) => Tensor::from_vec(m.dequantize(), m.shape(), &Device::Cpu),
+        QuantRepr::Candle(t) => t.dequantize(&Device::Cpu),
+    }
 }
 
-/// `x @ wᵀ` with a quantized `w` (out, in) through candle's k-quant kernels.
+/// `x @ wᵀ` with a quantized `w` (out, in), the result in `x`'s dtype.
 ///
-/// candle's kernel takes f32 or bf16 activations (bf16 is widened to f32 inside); f16 is
-/// converted to f32 here and the result back. `x` must be contiguous, so it is copied if not.
+/// Native matrices: `x` is read as f32 (f16 / bf16 widened) and quantized to 8 bits per call.
+/// Others: candle's kernel, which takes f32 or bf16 activations and a contiguous `x`.
 pub fn linear(x: &Tensor, w: &QuantTensor) -> candle_core::Result<Tensor> {
-    let (n, k) = w.q.shape().dims2()?;
     let dims = x.dims().to_vec();
+    let (n, k) = match *w.dims() {
+        [n, k] => (n, k),
+        ref other => candle_core::bail!("a quantized linear weight must be 2-D, got {other:?}"),
+    };
     if dims.last() != Some(&k) {
         candle_core::bail!("input {:?} does not end with the weight's in-features {k} (weight {:?})", dims, [n, k]);
     }
     let in_dtype = x.dtype();
-    let xc = match in_dtype {
-        C::F32 | C::BF16 => x.clone(),
-        C::F16 => x.to_dtype(C::F32)?,
-        other => candle_core::bail!("activations must be float, got {other:?}"),
-    };
-    let xc = xc.contiguous()?;
-    // candle's kernel needs rank >= 2.
-    let x2 = if dims.len() == 1 { xc.reshape((1, k))? } else { xc };
-    let y = x2.apply_op1_no_bwd(w.q.as_ref())?;
-    let mut out = dims;
+    if !matches!(in_dtype, C::F32 | C::BF16 | C::F16) {
+        candle_core::bail!("activations must be float, got {in_dtype:?}");
+    }
+    let mut out = dims.clone();
     *out.last_mut().expect("rank >= 1") = n;
-    let y = if y.dims() != out.as_slice() { y.reshape(out)? } else { y };
+    let y = match &w.repr {
+        QuantRepr::Native(m) => {
+            let rows = x.elem_count() / k.max(1);
+            let xs = x.flatten_all()?.to_dtype(C::F32)?.to_vec1::<f32>()?;
+            Tensor::from_vec(m.matmul(&xs, rows), out, &Device::Cpu)?
+        }
+        QuantRepr::Candle(q) => {
+            let xc = if in_dtype == C::F16 { x.to_dtype(C::F32)? } else { x.clone() }.contiguous()?;
+            // candle's kernel needs rank >= 2.
+            let x2 = if dims.len() == 1 { xc.reshape((1, k))? } else { xc };
+            let y = x2.apply_op1_no_bwd(q.as_ref())?;
+            if y.dims() != out.as_slice() {
+                y.reshape(out)?
+            } else {
+                y
+            }
+        }
+    };
     if y.dtype() != in_dtype {
         y.to_dtype(in_dtype)
     } else {
@@ -131,24 +129,21 @@ pub fn linear(x: &Tensor, w: &QuantTensor) -> candle_core::Result<Tensor> {
 
 /// Rows of a quantized table (vocab, dim): only the selected rows are dequantized (to f32).
 pub fn embedding(ids: &Tensor, table: &QuantTensor) -> candle_core::Result<Tensor> {
-    table.q.embedding(ids)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use candle_core::quantized::GgmlDType;
-
-    #[test]
-    fn q5_0_repack_is_lossless() {
-        let values: Vec<f32> = (0..256).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
-        let t = Tensor::from_vec(values, (4, 64), &Device::Cpu).unwrap();
-        let q5 = QTensor::quantize(&t, GgmlDType::Q5_0).unwrap();
-        let bytes = q5.data().unwrap().into_owned();
-        let want = q5.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let q8 = from_bytes(&bytes, DType::Q5_0, &[4, 64]).unwrap();
-        assert_eq!(q8.q.dtype(), GgmlDType::Q8_0);
-        let got = dequantize(&q8).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        assert_eq!(got, want);
+    match &table.repr {
+        QuantRepr::Native(m) => {
+            let ids_flat = ids.flatten_all()?.to_dtype(C::I64)?.to_vec1::<i64>()?;
+            let dim = m.cols();
+            let mut out = vec![0f32; ids_flat.len() * dim];
+            for (&id, y) in ids_flat.iter().zip(out.chunks_exact_mut(dim.max(1))) {
+                if id < 0 || id as usize >= m.rows() {
+                    candle_core::bail!("embedding: id {id} is outside the table's {} rows", m.rows());
+                }
+                m.dequantize_row(id as usize, y);
+            }
+            let mut shape = ids.dims().to_vec();
+            shape.push(dim);
+            Tensor::from_vec(out, shape, &Device::Cpu)
+        }
+        QuantRepr::Candle(q) => q.embedding(ids),
     }
 }

@@ -13,12 +13,30 @@ use infer_core::backend::TensorImpl_TO;
 use infer_core::{DType, Error, Result, TensorImpl, TensorObj};
 
 use crate::convert;
+use crate::ggml::GgmlMatrix;
 
 /// A block-quantized weight (GGML layout), shape as logical elements, e.g. (out, in).
 #[derive(Clone)]
 pub struct QuantTensor {
-    pub q: Arc<QTensor>,
+    pub repr: QuantRepr,
     pub dtype: DType,
+}
+
+/// Matrices of the formats with native kernels keep the file's blocks; other GGML types and
+/// shapes go through candle's `QTensor`.
+#[derive(Clone)]
+pub enum QuantRepr {
+    Native(Arc<GgmlMatrix>),
+    Candle(Arc<QTensor>),
+}
+
+impl QuantTensor {
+    pub fn dims(&self) -> &[usize] {
+        match &self.repr {
+            QuantRepr::Native(m) => m.shape(),
+            QuantRepr::Candle(q) => q.shape().dims(),
+        }
+    }
 }
 
 pub enum CandleTensor {
@@ -30,7 +48,7 @@ impl CandleTensor {
     pub fn dims(&self) -> &[usize] {
         match self {
             CandleTensor::Dense(t) => t.dims(),
-            CandleTensor::Quant(q) => q.q.shape().dims(),
+            CandleTensor::Quant(q) => q.dims(),
         }
     }
 
@@ -48,7 +66,7 @@ impl CandleTensor {
             CandleTensor::Quant(q) => candle_core::bail!(
                 "{what}: quantized {} tensor {:?} can only be used by linear/embedding/to_dtype",
                 q.dtype,
-                q.q.shape().dims()
+                q.dims()
             ),
         }
     }

@@ -196,10 +196,10 @@ impl CodecConfig {
         if d.num_quantizers < 2 {
             return Err("decoder_config.num_quantizers must be at least 2 (1 semantic + acoustic)".into());
         }
-        if d.num_key_value_heads == 0 || d.num_attention_heads % d.num_key_value_heads != 0 {
+        if d.num_key_value_heads == 0 || !d.num_attention_heads.is_multiple_of(d.num_key_value_heads) {
             return Err("decoder_config.num_attention_heads must be a multiple of num_key_value_heads".into());
         }
-        if d.codebook_dim % 2 != 0 {
+        if !d.codebook_dim.is_multiple_of(2) {
             return Err(format!("decoder_config.codebook_dim {} must be even", d.codebook_dim));
         }
         if d.samples_per_frame() != self.decode_upsample_rate {

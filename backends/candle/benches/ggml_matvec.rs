@@ -1,0 +1,48 @@
+//! Decode-shaped quantized matvecs (one activation row) on the native GGML kernels: GB/s of
+//! weight bytes streamed, to compare with the machine's read bandwidth (tools/bench/membw.c).
+//!
+//! `cargo bench -p infer-backend-candle --bench ggml_matvec` (threads: `CANDLE_NUM_THREADS`).
+
+use std::time::Instant;
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use infer_backend_candle::ggml::GgmlMatrix;
+use infer_core::DType;
+
+/// Gemma 3 270M's tied output projection and an FFN matrix, Qwen2.5 0.5B's FFN down.
+/// The "hot" rows fit in L2 (about 1 MB): they measure the kernels' compute speed, the others
+/// (100-180 MB, past the last-level cache) how close streaming comes to the read bandwidth.
+const CASES: [(&str, DType, GgmlDType, usize, usize); 8] = [
+    ("output q8_0", DType::Q8_0, GgmlDType::Q8_0, 262_144, 640),
+    ("hot q8_0", DType::Q8_0, GgmlDType::Q8_0, 1536, 640),
+    ("ffn q5_0", DType::Q5_0, GgmlDType::Q5_0, 2048 * 128, 640),
+    ("hot q5_0", DType::Q5_0, GgmlDType::Q5_0, 2048, 640),
+    ("attn_out q4_k", DType::Q4K, GgmlDType::Q4K, 640 * 256, 1024),
+    ("hot q4_k", DType::Q4K, GgmlDType::Q4K, 1024, 1024),
+    ("ffn_down q6_k", DType::Q6K, GgmlDType::Q6K, 896 * 32, 4864),
+    ("hot q6_k", DType::Q6K, GgmlDType::Q6K, 128, 4864),
+];
+
+fn main() {
+    for (name, dtype, g, rows, cols) in CASES {
+        let values: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1013) as f32 / 1013.0) - 0.5).collect();
+        let w = Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
+        let bytes = QTensor::quantize(&w, g).unwrap().data().unwrap().into_owned();
+        let m = GgmlMatrix::new(&bytes, dtype, &[rows, cols]).unwrap().unwrap();
+        let x: Vec<f32> = (0..cols).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut sink = 0f32;
+        for _ in 0..3 {
+            sink += m.matmul(&x, 1)[0];
+        }
+        let runs = if bytes.len() < 4 << 20 { 400 } else { 20 };
+        let mut best = f64::MAX;
+        for _ in 0..runs {
+            let t = Instant::now();
+            sink += m.matmul(&x, 1)[0];
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let gb = bytes.len() as f64 / 1e9;
+        println!("{name:22} {:7.1} MB  best {:7.3} ms  {:6.2} GB/s  ({sink:.1})", gb * 1e3, best * 1e3, gb / best);
+    }
+}

@@ -1,0 +1,253 @@
+//! AVX2 dot products of GGML weight rows with 8-bit activations: the weight blocks are widened
+//! to bytes in registers, multiplied with `maddubs` (u8 × i8 pairs -> i16) and `madd` (-> i32),
+//! and each block's integer sum is scaled into an f32 accumulator. Only called after run-time
+//! detection of avx2, fma and f16c (see `super::kernels`).
+
+use std::arch::x86_64::*;
+
+use super::act::ActRow;
+use super::formats::q4k_scale_min;
+
+/// The f16 at `p` as f32. Reads 8 bytes (`p..p + 8` must be readable): `vcvtph2ps` from memory
+/// has no dependency on a register's old contents, where a 2-byte insert into a register would
+/// chain every block to the previous block's accumulator.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_loadl_epi64(p as *const __m128i)))
+}
+
+/// Lane 3 of the four f16 at `p` (the last two bytes of `p..p + 8`) as f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn last_f16(p: *const u8) -> f32 {
+    let v = _mm_cvtph_ps(_mm_loadl_epi64(p as *const __m128i));
+    _mm_cvtss_f32(_mm_shuffle_ps(v, v, 3))
+}
+
+/// Sum of the 8 lanes in llama.cpp's order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+}
+
+/// Sum of the products of signed bytes, four adjacent pairs per i32 lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_i8(w: __m256i, x: __m256i) -> __m256i {
+    let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
+}
+
+/// 32 nibbles of 16 bytes: low nibbles in bytes 0..16, high nibbles in bytes 16..32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nibbles_32(p: *const u8) -> __m256i {
+    let v = _mm_loadu_si128(p as *const __m128i);
+    let both = _mm256_insertf128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
+}
+
+/// Byte i = 0xFF where bit i of `bits` is set, else 0.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bits_32(bits: u32) -> __m256i {
+    let select = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), select);
+    // Every bit but bit (i % 8) set in byte i: the byte is all ones iff that bit was set.
+    let others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe_u64 as i64);
+    _mm256_cmpeq_epi8(_mm256_or_si256(bytes, others), _mm256_set1_epi64x(-1))
+}
+
+/// The 32 weights of a Q8_0 block as signed bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0_weights(blk: *const u8) -> __m256i {
+    _mm256_loadu_si256(blk.add(2) as *const __m256i)
+}
+
+/// The 32 weights of a Q5_0 block as unsigned 5-bit q (the value is q - 16; the kernel
+/// subtracts 16 × the activations' sum once per block).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_0_unsigned(blk: *const u8) -> __m256i {
+    let fifth = _mm256_and_si256(bits_32((blk.add(2) as *const u32).read_unaligned()), _mm256_set1_epi8(0x10));
+    _mm256_or_si256(nibbles_32(blk.add(6)), fifth)
+}
+
+/// How far ahead of the block being read its row is prefetched, in bytes. A weight stream is
+/// read once: without prefetching, each cache miss stalls the arithmetic instead of overlapping
+/// with it. (A prefetch past the matrix's end is harmless: prefetches never fault.)
+const PREFETCH: usize = 2048;
+
+/// Dot products of `R` consecutive weight rows (32-value blocks of `$bytes` bytes, f16 scale
+/// first) with one activation row: the activation block is loaded once for all rows, and the
+/// rows' independent accumulators keep several loads from memory in flight.
+macro_rules! dot_rows_32 {
+    ($name:ident, $bytes:expr, $weights:ident) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $name<const R: usize>(w: *const u8, row_bytes: usize, x: &ActRow) -> [f32; R] {
+            let nb = row_bytes / $bytes;
+            let (xq, xd) = (x.q.as_ptr(), x.d.as_ptr());
+            let mut acc = [_mm256_setzero_ps(); R];
+            for b in 0..nb {
+                let xv = _mm256_loadu_si256(xq.add(b * 32) as *const __m256i);
+                let dx = *xd.add(b);
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let blk = w.add(r * row_bytes + b * $bytes);
+                    _mm_prefetch::<_MM_HINT_T0>(blk.add(PREFETCH) as *const i8);
+                    let d = _mm256_set1_ps(f16_at(blk) * dx);
+                    *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8($weights(blk), xv)), *acc);
+                }
+            }
+            let mut out = [0f32; R];
+            for (o, a) in out.iter_mut().zip(acc) {
+                *o = hsum(a);
+            }
+            out
+        }
+    };
+}
+
+dot_rows_32!(dot_q8_0_rows, 34, q8_0_weights);
+
+/// As `dot_q8_0_rows` for Q5_0: the weights (unsigned, < 32) go straight into `maddubs`, which
+/// needs no sign juggling, and Σ (q - 16) x = Σ q x - 16 Σ x.
+///
+/// Every kernel here keeps llama.cpp's AVX2 lane layout and f32 accumulation order: Gemma 3's
+/// activations have outliers that make 8-bit activation rounding chaotic, so a different f32
+/// order alone moves its logits by ~0.5 and its greedy ids away from llama.cpp's.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &ActRow) -> [f32; R] {
+    let nb = row_bytes / 22;
+    let (xq, xd) = (x.q.as_ptr(), x.d.as_ptr());
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); R];
+    for b in 0..nb {
+        let xv = _mm256_loadu_si256(xq.add(b * 32) as *const __m256i);
+        let dx = *xd.add(b);
+        // 16 × the sum of each lane's four activations, so every lane holds Σ (q - 16) x of its
+        // four values exactly as a signed kernel would (the f32 rounding then matches too).
+        let offset = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(16), xv), ones);
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let blk = w.add(r * row_bytes + b * 22);
+            _mm_prefetch::<_MM_HINT_T0>(blk.add(PREFETCH) as *const i8);
+            let d = _mm256_set1_ps(f16_at(blk) * dx);
+            let sum = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_unsigned(blk), xv), ones);
+            *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset)), *acc);
+        }
+    }
+    let mut out = [0f32; R];
+    for (o, a) in out.iter_mut().zip(acc) {
+        *o = hsum(a);
+    }
+    out
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q8_0(row: &[u8], x: &ActRow) -> f32 {
+    dot_q8_0_rows::<1>(row.as_ptr(), row.len(), x)[0]
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q5_0(row: &[u8], x: &ActRow) -> f32 {
+    dot_q5_0_rows::<1>(row.as_ptr(), row.len(), x)[0]
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q4k(row: &[u8], x: &ActRow) -> f32 {
+    let nb = row.len() / 144;
+    let (w, xq) = (row.as_ptr(), x.q.as_ptr());
+    let low = _mm256_set1_epi8(0x0F);
+    let mut acc = _mm256_setzero_ps();
+    // The mins' terms in four lanes, as llama.cpp accumulates them.
+    let mut acc_min = [0f32; 4];
+    for b in 0..nb {
+        let blk = w.add(b * 144);
+        let scales = std::slice::from_raw_parts(blk.add(4), 12);
+        let sums = &x.sums[b * 16..(b + 1) * 16];
+        let mut sumi = _mm256_setzero_si256();
+        let dmin = -(x.d[b] * f16_at(blk.add(2)));
+        for j in 0..4 {
+            let (sc_lo, m_lo) = q4k_scale_min(scales, 2 * j);
+            let (sc_hi, m_hi) = q4k_scale_min(scales, 2 * j + 1);
+            let summ = m_lo as i32 * (sums[4 * j] as i32 + sums[4 * j + 1] as i32)
+                + m_hi as i32 * (sums[4 * j + 2] as i32 + sums[4 * j + 3] as i32);
+            acc_min[j] = dmin.mul_add(summ as f32, acc_min[j]);
+            _mm_prefetch::<_MM_HINT_T0>(blk.add(16 + 32 * j + PREFETCH) as *const i8);
+            let q = _mm256_loadu_si256(blk.add(16 + 32 * j) as *const __m256i);
+            let xs = xq.add(b * 256 + 64 * j);
+            let p_lo = _mm256_maddubs_epi16(_mm256_and_si256(q, low), _mm256_loadu_si256(xs as *const __m256i));
+            let p_hi = _mm256_maddubs_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(q, 4), low),
+                _mm256_loadu_si256(xs.add(32) as *const __m256i),
+            );
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc_lo as i16)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc_hi as i16)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(x.d[b] * f16_at(blk)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum(acc) + ((acc_min[0] + acc_min[2]) + (acc_min[1] + acc_min[3]))
+}
+
+/// `_mm_shuffle_epi8` masks putting scale 2p in bytes 0..8 and scale 2p + 1 in bytes 8..16.
+const Q6K_SCALE_PAIRS: [[i8; 16]; 8] = {
+    let mut masks = [[0i8; 16]; 8];
+    let mut p = 0;
+    while p < 8 {
+        let mut i = 0;
+        while i < 16 {
+            masks[p][i] = (2 * p + i / 8) as i8;
+            i += 1;
+        }
+        p += 1;
+    }
+    masks
+};
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q6k(row: &[u8], x: &ActRow) -> f32 {
+    let nb = row.len() / 210;
+    let (w, xq) = (row.as_ptr(), x.q.as_ptr());
+    let (low4, low2, m32) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x03), _mm256_set1_epi8(32));
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let blk = w.add(b * 210);
+        let scales = _mm_loadu_si128(blk.add(192) as *const __m128i);
+        let mut sumi = _mm256_setzero_si256();
+        for half in 0..2 {
+            let ql = blk.add(64 * half);
+            _mm_prefetch::<_MM_HINT_T0>(ql.add(PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ql.add(PREFETCH + 64) as *const i8);
+            let (ql_a, ql_b) =
+                (_mm256_loadu_si256(ql as *const __m256i), _mm256_loadu_si256(ql.add(32) as *const __m256i));
+            let qh = _mm256_loadu_si256(blk.add(128 + 32 * half) as *const __m256i);
+            // The 2-bit highs of value group c sit at bits 2c..2c+2 of each qh byte.
+            macro_rules! hi {
+                ($shift:literal) => {
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, $shift), low2), 4)
+                };
+            }
+            let q = [
+                _mm256_or_si256(_mm256_and_si256(ql_a, low4), hi!(0)),
+                _mm256_or_si256(_mm256_and_si256(ql_b, low4), hi!(2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_a, 4), low4), hi!(4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_b, 4), low4), hi!(6)),
+            ];
+            for (c, q) in q.into_iter().enumerate() {
+                let xv = _mm256_loadu_si256(xq.add(b * 256 + 128 * half + 32 * c) as *const __m256i);
+                let mask = _mm_loadu_si128(Q6K_SCALE_PAIRS[4 * half + c].as_ptr() as *const __m128i);
+                let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, mask));
+                // (q - 32) x in i16 pairs: q x - 32 x.
+                let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), _mm256_maddubs_epi16(m32, xv));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sc));
+            }
+        }
+        let d = x.d[b] * last_f16(blk.add(202));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum(acc)
+}

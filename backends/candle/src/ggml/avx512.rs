@@ -1,0 +1,57 @@
+//! AVX-512 (BW + VNNI) Q5_0 rows: two blocks per 512-bit register, the 5th bits applied through a
+//! mask register, and `vpdpbusd` doing the multiply-add of four byte pairs into i32 in one
+//! instruction. Q5_0 is the formats' most expensive to unpack, and the one these "Q4_K_M" files
+//! hold most of (rows of 640 and 896 values do not divide into k-quant super-blocks). Only called
+//! after run-time detection of avx512f/bw/vl/vnni and an even number of blocks per row.
+
+use std::arch::x86_64::*;
+
+use super::act::ActRow;
+use super::avx2::hsum;
+
+/// How far ahead of the block being read its row is prefetched, in bytes (see `avx2`).
+const PREFETCH: usize = 2048;
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &ActRow) -> [f32; R] {
+    let nb = row_bytes / 22;
+    debug_assert!(nb.is_multiple_of(2));
+    let (xq, xd) = (x.q.as_ptr(), x.d.as_ptr());
+    let low = _mm512_set1_epi8(0x0F);
+    let sixteen = _mm512_set1_epi8(16);
+    let mut acc = [_mm256_setzero_ps(); R];
+    for b in (0..nb).step_by(2) {
+        let xv = _mm512_loadu_si512(xq.add(b * 32) as *const __m512i);
+        let dx = _mm_castsi128_ps(_mm_loadl_epi64(xd.add(b) as *const __m128i));
+        // Σ (q - 16) x = Σ q x - 16 Σ x, per lane of four values (as the AVX2 kernel).
+        let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, xv);
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let b0 = w.add(r * row_bytes + b * 22);
+            let b1 = b0.add(22);
+            _mm_prefetch::<_MM_HINT_T0>(b0.add(PREFETCH) as *const i8);
+            let (n0, n1) = (_mm_loadu_si128(b0.add(6) as *const __m128i), _mm_loadu_si128(b1.add(6) as *const __m128i));
+            let lo_hi0 = _mm256_inserti128_si256(_mm256_castsi128_si256(n0), _mm_srli_epi16(n0, 4), 1);
+            let lo_hi1 = _mm256_inserti128_si256(_mm256_castsi128_si256(n1), _mm_srli_epi16(n1, 4), 1);
+            let nibbles = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo_hi0), lo_hi1, 1), low);
+            let qh = (b0.add(2) as *const u32).read_unaligned() as u64
+                | ((b1.add(2) as *const u32).read_unaligned() as u64) << 32;
+            let q = _mm512_mask_add_epi8(nibbles, _cvtu64_mask64(qh), nibbles, sixteen);
+            let sum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv), offset);
+            let dw = (b0 as *const u16).read_unaligned() as u32 | ((b1 as *const u16).read_unaligned() as u32) << 16;
+            let d = _mm_mul_ps(dx, _mm_cvtph_ps(_mm_cvtsi32_si128(dw as i32)));
+            // One block after the other into 8 lanes: llama.cpp's f32 order (see `avx2`).
+            let sum = _mm512_cvtepi32_ps(sum);
+            *acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm512_castps512_ps256(sum), *acc);
+            *acc = _mm256_fmadd_ps(
+                _mm256_broadcastss_ps(_mm_movehdup_ps(d)),
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sum), 1)),
+                *acc,
+            );
+        }
+    }
+    let mut out = [0f32; R];
+    for (o, a) in out.iter_mut().zip(acc) {
+        *o = hsum(a);
+    }
+    out
+}

@@ -1,0 +1,268 @@
+//! GGML block-quantized weights multiplied as they are stored in the file (Q8_0, Q5_0, Q4_K,
+//! Q6_K): one copy of the blocks, no repacking, activations quantized to 8 bits once per call,
+//! weight rows split across candle's thread pool. Decode reads each weight byte once per token,
+//! which is what bounds its speed; other GGML types go through candle's `QTensor`.
+
+pub mod act;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+pub mod formats;
+
+use std::sync::OnceLock;
+
+use infer_core::{DType, Error, Result};
+
+use act::{ActRow, QuantizedActs};
+pub use formats::Format;
+
+/// A 2-D (rows, cols) matrix of GGML blocks, each row `cols / block_values` blocks.
+pub struct GgmlMatrix {
+    format: Format,
+    shape: [usize; 2],
+    rows: usize,
+    cols: usize,
+    bytes: Vec<u8>,
+}
+
+/// Below this many weight values a product runs on the calling thread.
+const PARALLEL_MIN: usize = 1 << 15;
+
+type DotFn = fn(&[u8], &ActRow) -> f32;
+/// Weight rows per work item.
+const GROUP: usize = 4;
+/// GROUP consecutive rows (`row_bytes` each) dotted with one activation row.
+type GroupDotFn = fn(&[u8], usize, &ActRow) -> [f32; GROUP];
+
+impl GgmlMatrix {
+    /// `None` when `dtype` is not a natively multiplied format or `shape` is not (rows, cols)
+    /// with whole blocks per row.
+    pub fn new(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<Option<GgmlMatrix>> {
+        let Some(format) = Format::from_dtype(dtype) else { return Ok(None) };
+        let &[rows, cols] = shape else { return Ok(None) };
+        if cols == 0 || cols % format.block_values() != 0 {
+            return Ok(None);
+        }
+        let want = rows * cols / format.block_values() * format.block_bytes();
+        if bytes.len() != want {
+            return Err(Error::Shape(format!(
+                "from_bytes: {} bytes for a {dtype} tensor of shape {shape:?} (expected {want})",
+                bytes.len()
+            )));
+        }
+        Ok(Some(GgmlMatrix { format, shape: [rows, cols], rows, cols, bytes: bytes.to_vec() }))
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    fn row_bytes(&self) -> usize {
+        self.cols / self.format.block_values() * self.format.block_bytes()
+    }
+
+    fn row(&self, j: usize) -> &[u8] {
+        let rb = self.row_bytes();
+        &self.bytes[j * rb..(j + 1) * rb]
+    }
+
+    /// Row `j` as f32 into `out` (`cols` values).
+    pub fn dequantize_row(&self, j: usize, out: &mut [f32]) {
+        self.format.dequantize(self.row(j), out);
+    }
+
+    /// The whole matrix as f32, row-major.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut out = vec![0f32; self.rows * self.cols];
+        for (j, y) in out.chunks_exact_mut(self.cols.max(1)).enumerate() {
+            self.dequantize_row(j, y);
+        }
+        out
+    }
+
+    /// `x @ selfᵀ` for `x` of `m` rows of `cols` values: `m × rows` values, row-major.
+    pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        let (n, k) = (self.rows, self.cols);
+        let acts = QuantizedActs::new(self.format.act(), &x[..m * k], k);
+        let xs: Vec<ActRow> = (0..m).map(|i| acts.row(i)).collect();
+        let (dot, dot_group) = (kernel(self.format), group_kernel(self.format));
+        let rb = self.row_bytes();
+        let mut out = vec![0f32; m * n];
+        let out_ptr = OutPtr(out.as_mut_ptr());
+        // Work items are groups of GROUP weight rows, dotted with every activation row while
+        // they are in cache.
+        let body = |groups: std::ops::Range<usize>| {
+            for g in groups {
+                let (j0, j1) = (g * GROUP, ((g + 1) * GROUP).min(n));
+                for (i, x) in xs.iter().enumerate() {
+                    // SAFETY (both writes): (i, j) is written only by the worker that owns row
+                    // j's group; i < m, j < n.
+                    if j1 - j0 == GROUP {
+                        let v = dot_group(&self.bytes[j0 * rb..j1 * rb], rb, x);
+                        for (r, v) in v.into_iter().enumerate() {
+                            unsafe { *out_ptr.at(i * n + j0 + r) = v };
+                        }
+                    } else {
+                        for j in j0..j1 {
+                            unsafe { *out_ptr.at(i * n + j) = dot(self.row(j), x) };
+                        }
+                    }
+                }
+            }
+        };
+        let groups = n.div_ceil(GROUP);
+        if n * k < PARALLEL_MIN {
+            body(0..groups);
+        } else {
+            candle_core::utils::barrier_pool().execute_chunked(groups, body);
+        }
+        out
+    }
+}
+
+struct OutPtr(*mut f32);
+// SAFETY: workers write disjoint elements (one output column per weight row).
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    fn at(&self, i: usize) -> *mut f32 {
+        // SAFETY: callers stay within the output buffer.
+        unsafe { self.0.add(i) }
+    }
+}
+
+/// The fastest dot product this CPU has for `format`.
+fn kernel(format: Format) -> DotFn {
+    kernel_for(format, isa())
+}
+
+/// The dot product for `format` written for `isa` (which must not exceed the CPU's).
+fn kernel_for(format: Format, isa: Isa) -> DotFn {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY (all): `isa()` checked the features each kernel is compiled for at run time;
+        // the AVX-512 Q5_0 kernel also needs an even block count, checked here.
+        if isa >= Isa::Avx512 && format == Format::Q5_0 {
+            return |w, x| {
+                if (w.len() / 22) % 2 == 0 {
+                    unsafe { avx512::dot_q5_0_rows::<1>(w.as_ptr(), w.len(), x)[0] }
+                } else {
+                    unsafe { avx2::dot_q5_0(w, x) }
+                }
+            };
+        }
+        if isa >= Isa::Avx2 {
+            return match format {
+                Format::Q8_0 => |w, x| unsafe { avx2::dot_q8_0(w, x) },
+                Format::Q5_0 => |w, x| unsafe { avx2::dot_q5_0(w, x) },
+                Format::Q4K => |w, x| unsafe { avx2::dot_q4k(w, x) },
+                Format::Q6K => |w, x| unsafe { avx2::dot_q6k(w, x) },
+            };
+        }
+    }
+    let _ = isa;
+    match format {
+        Format::Q8_0 => |w, x| Format::Q8_0.dot_scalar(w, x),
+        Format::Q5_0 => |w, x| Format::Q5_0.dot_scalar(w, x),
+        Format::Q4K => |w, x| Format::Q4K.dot_scalar(w, x),
+        Format::Q6K => |w, x| Format::Q6K.dot_scalar(w, x),
+    }
+}
+
+/// The multi-row kernel for `format`, or GROUP calls of the one-row kernel.
+fn group_kernel(format: Format) -> GroupDotFn {
+    group_kernel_for(format, isa())
+}
+
+fn group_kernel_for(format: Format, isa: Isa) -> GroupDotFn {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY (all): as in `kernel`; the slice holds GROUP rows of `rb` bytes.
+        if isa >= Isa::Avx512 && format == Format::Q5_0 {
+            return |w, rb, x| {
+                if (rb / 22) % 2 == 0 {
+                    unsafe { avx512::dot_q5_0_rows::<GROUP>(w.as_ptr(), rb, x) }
+                } else {
+                    unsafe { avx2::dot_q5_0_rows::<GROUP>(w.as_ptr(), rb, x) }
+                }
+            };
+        }
+        if isa >= Isa::Avx2 {
+            match format {
+                Format::Q8_0 => return |w, rb, x| unsafe { avx2::dot_q8_0_rows::<GROUP>(w.as_ptr(), rb, x) },
+                Format::Q5_0 => return |w, rb, x| unsafe { avx2::dot_q5_0_rows::<GROUP>(w.as_ptr(), rb, x) },
+                _ => {}
+            }
+        }
+    }
+    let _ = isa;
+    // The scalar grouping is only reached with `isa()` itself, so the one-row kernels match.
+    match format {
+        Format::Q8_0 => |w, rb, x| one_by_one(kernel(Format::Q8_0), w, rb, x),
+        Format::Q5_0 => |w, rb, x| one_by_one(kernel(Format::Q5_0), w, rb, x),
+        Format::Q4K => |w, rb, x| one_by_one(kernel(Format::Q4K), w, rb, x),
+        Format::Q6K => |w, rb, x| one_by_one(kernel(Format::Q6K), w, rb, x),
+    }
+}
+
+fn one_by_one(dot: DotFn, w: &[u8], row_bytes: usize, x: &ActRow) -> [f32; GROUP] {
+    std::array::from_fn(|r| dot(&w[r * row_bytes..(r + 1) * row_bytes], x))
+}
+
+/// The instruction sets the kernels are written for, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Isa {
+    Scalar,
+    /// AVX2 + FMA + F16C.
+    Avx2,
+    /// AVX-512 F/BW/VL/VNNI on top of `Avx2`.
+    Avx512,
+}
+
+/// The best instruction set this CPU has, capped by `INFER_GGML_ISA` (`scalar`, `avx2`).
+pub fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        let cap = match std::env::var("INFER_GGML_ISA").as_deref() {
+            Ok("scalar") => Isa::Scalar,
+            Ok("avx2") => Isa::Avx2,
+            _ => Isa::Avx512,
+        };
+        detected().min(cap)
+    })
+}
+
+fn detected() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if !(has!("avx2") && has!("fma") && has!("f16c")) {
+            return Isa::Scalar;
+        }
+        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni") {
+            return Isa::Avx512;
+        }
+        Isa::Avx2
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Isa::Scalar
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,120 @@
+//! The native kernels against candle's GGML implementation (quantization, dequantization and
+//! its own quantized matmul, which pairs activations the same way), and SIMD against scalar.
+
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{Device, Module, Tensor};
+
+use super::act::QuantizedActs;
+use super::*;
+
+const FORMATS: [(DType, GgmlDType); 4] = [
+    (DType::Q8_0, GgmlDType::Q8_0),
+    (DType::Q5_0, GgmlDType::Q5_0),
+    (DType::Q4K, GgmlDType::Q4K),
+    (DType::Q6K, GgmlDType::Q6K),
+];
+
+/// Deterministic values with a spread of magnitudes and signs (a few large outliers per row).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let u = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            if i % 97 == 3 {
+                u * 8.0
+            } else {
+                u
+            }
+        })
+        .collect()
+}
+
+fn quantized(dtype: DType, g: GgmlDType, rows: usize, cols: usize) -> (GgmlMatrix, QTensor) {
+    let w = Tensor::from_vec(values(rows * cols, 7), (rows, cols), &Device::Cpu).unwrap();
+    let q = QTensor::quantize(&w, g).unwrap();
+    let bytes = q.data().unwrap().into_owned();
+    (GgmlMatrix::new(&bytes, dtype, &[rows, cols]).unwrap().unwrap(), q)
+}
+
+fn max_rel(a: &[f32], b: &[f32]) -> f32 {
+    let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
+}
+
+#[test]
+fn dequantize_matches_candle_exactly() {
+    for (dtype, g) in FORMATS {
+        let (ours, q) = quantized(dtype, g, 3, 512);
+        let want = q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(ours.dequantize(), want, "{dtype}");
+    }
+}
+
+#[test]
+fn matmul_matches_candle_qmatmul() {
+    // 512 columns: two k-quant super-blocks; 37 rows: not a multiple of any chunk size.
+    let (rows, cols) = (37, 512);
+    for (dtype, g) in FORMATS {
+        let (ours, q) = quantized(dtype, g, rows, cols);
+        for m in [1usize, 3] {
+            let x = values(m * cols, 11 + m as u64);
+            let got = ours.matmul(&x, m);
+            let xt = Tensor::from_vec(x.clone(), (m, cols), &Device::Cpu).unwrap();
+            // The same blocks: quantizing the same values again is deterministic.
+            let w = Tensor::from_vec(values(rows * cols, 7), (rows, cols), &Device::Cpu).unwrap();
+            let qm = QMatMul::from_qtensor(QTensor::quantize(&w, g).unwrap()).unwrap();
+            assert_eq!(q.data().unwrap(), QTensor::quantize(&w, g).unwrap().data().unwrap());
+            let want = qm.forward(&xt).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            // Same integer products; only the f32 summation order and rare rounding ties differ.
+            let rel = max_rel(&got, &want);
+            assert!(rel < 2e-3, "{dtype} m={m}: max relative difference {rel} against candle");
+            // And close to the f32 product with the dequantized weight: activation rounding only,
+            // coarser for Q8_K (one scale per 256 values, set by this data's 8x outliers).
+            let wf = ours.dequantize();
+            let exact: Vec<f32> = (0..m)
+                .flat_map(|i| {
+                    let (x, wf) = (&x, &wf);
+                    (0..rows).map(move |j| (0..cols).map(|c| x[i * cols + c] * wf[j * cols + c]).sum::<f32>())
+                })
+                .collect();
+            let rel = max_rel(&got, &exact);
+            assert!(rel < 5e-2, "{dtype} m={m}: max relative difference {rel} against the f32 product");
+        }
+    }
+}
+
+/// Every instruction set this CPU has, one-row and grouped kernels, against the scalar code;
+/// 20 blocks per row for Q8_0/Q5_0 (even: AVX-512 Q5_0) and 21 (odd: its AVX2 fallback).
+#[test]
+fn simd_kernels_match_scalar() {
+    let isas = [Isa::Avx2, Isa::Avx512].into_iter().filter(|&i| i <= isa());
+    for isa in isas {
+        for (dtype, g) in FORMATS {
+            let per_block = Format::from_dtype(dtype).unwrap().block_values();
+            for cols in [640usize.div_ceil(per_block) * per_block, 672usize.div_ceil(per_block) * per_block] {
+                let (ours, _) = quantized(dtype, g, GROUP, cols);
+                let x = values(cols, 5);
+                let acts = QuantizedActs::new(ours.format.act(), &x, cols);
+                let (dot, group) = (kernel_for(ours.format, isa), group_kernel_for(ours.format, isa));
+                let grouped = group(&ours.bytes, ours.row_bytes(), &acts.row(0));
+                for (j, grouped) in grouped.into_iter().enumerate() {
+                    let slow = ours.format.dot_scalar(ours.row(j), &acts.row(0));
+                    let tol = 1e-5 * slow.abs().max(1.0);
+                    let fast = dot(ours.row(j), &acts.row(0));
+                    assert!((fast - slow).abs() <= tol, "{isa:?} {dtype} row {j}: {fast} vs {slow}");
+                    assert!((grouped - slow).abs() <= tol, "{isa:?} {dtype} grouped row {j}: {grouped} vs {slow}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn unsupported_shapes_fall_back() {
+    assert!(GgmlMatrix::new(&[0u8; 34], DType::Q4_0, &[1, 32]).unwrap().is_none());
+    assert!(GgmlMatrix::new(&[0u8; 144], DType::Q4K, &[2, 128]).unwrap().is_none());
+    assert!(GgmlMatrix::new(&[0u8; 33], DType::Q8_0, &[1, 32]).is_err());
+}
