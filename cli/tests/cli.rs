@@ -277,3 +277,32 @@ fn context_overflow_and_bad_templates_give_one_line_errors() {
         &["chat template", "this template refuses"],
     );
 }
+
+/// Issue 3's memory bound: the GGUF's quantized weights are computed on in their mapped pages,
+/// so a Gemma 3 270M run stays within the file size + 200 MB (measured: file + ~105 MB).
+#[test]
+fn real_gemma_peak_memory_is_file_size_plus_200_mb() {
+    let models = match std::env::var_os("INFER_MODELS_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/infer/models"),
+    };
+    let gguf = models.join("gemma-3-270m-q4_k_m.gguf");
+    assert!(gguf.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", gguf.display());
+    let o = infer(&[
+        "bench",
+        "--model",
+        gguf.to_str().unwrap(),
+        "--prompt-tokens",
+        "64",
+        "--gen-tokens",
+        "8",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let peak_mb = v["peak_rss_mb"].as_f64().unwrap();
+    let file_mb = std::fs::metadata(&gguf).unwrap().len() as f64 / 1e6;
+    assert!(peak_mb <= file_mb + 200.0, "peak RSS {peak_mb:.0} MB for a {file_mb:.0} MB file");
+}

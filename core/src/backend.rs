@@ -64,6 +64,16 @@ pub struct MemoryStats {
     pub device_total_bytes: u64,
 }
 
+/// Bytes that stay valid and unchanged while a handle lives (a memory-mapped checkpoint file):
+/// a backend that computes on weights in place keeps the handle instead of copying them.
+#[sabi_trait]
+pub trait SharedBytesImpl: Clone + Send + Sync {
+    fn bytes(&self) -> RSlice<'_, u8>;
+}
+
+/// A cloneable handle on [`SharedBytesImpl`] bytes.
+pub type SharedBytes = SharedBytesImpl_TO<'static, RArc<()>>;
+
 /// What a backend implements. Models never see this trait: they use [`crate::Tensor`].
 #[sabi_trait]
 pub trait BackendImpl: Send + Sync {
@@ -77,6 +87,26 @@ pub trait BackendImpl: Send + Sync {
     /// A tensor from little-endian row-major bytes (`dtype.storage_bytes(numel)` of them).
     fn from_bytes(&self, bytes: RSlice<'_, u8>, dtype: DType, shape: RSlice<'_, usize>)
         -> RResult<TensorObj, FfiError>;
+    /// Like `from_bytes` for `owner.bytes()[start..end]`. A backend that can compute on those
+    /// bytes where they are may keep `owner` instead of copying (the candle backend does for
+    /// GGML matrices: the weights are then the file's pages, resident once); by default they
+    /// are copied.
+    fn from_shared(
+        &self,
+        owner: SharedBytes,
+        start: usize,
+        end: usize,
+        dtype: DType,
+        shape: RSlice<'_, usize>,
+    ) -> RResult<TensorObj, FfiError> {
+        match owner.bytes().as_slice().get(start..end) {
+            Some(bytes) => self.from_bytes(bytes.into(), dtype, shape),
+            None => RResult::RErr(FfiError::from(Error::Shape(format!(
+                "from_shared: range {start}..{end} outside {} bytes",
+                owner.bytes().len()
+            )))),
+        }
+    }
     /// A tensor filled with `value`.
     fn full(&self, value: f64, dtype: DType, shape: RSlice<'_, usize>) -> RResult<TensorObj, FfiError>;
     /// Row-major little-endian bytes of `t` (waits for pending work); a quantized tensor gives

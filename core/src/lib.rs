@@ -25,8 +25,8 @@ pub mod text;
 pub mod weights;
 
 pub use backend::{
-    Backend, BackendImpl, BackendImpl_TO, BackendObj, DeviceInfo, DeviceKind, MemoryStats, TensorImpl, TensorImpl_TO,
-    TensorObj,
+    Backend, BackendImpl, BackendImpl_TO, BackendObj, DeviceInfo, DeviceKind, MemoryStats, SharedBytes,
+    SharedBytesImpl, SharedBytesImpl_TO, TensorImpl, TensorImpl_TO, TensorObj,
 };
 pub use config::PluginConfig;
 pub use dtype::DType;

@@ -80,6 +80,28 @@ impl Tensor {
         Ok(Self::from_raw(raw, backend))
     }
 
+    /// A tensor of `owner.bytes()[start..end]`, which the backend may keep in place (see
+    /// [`crate::BackendImpl::from_shared`]).
+    pub fn from_shared(
+        backend: &Backend,
+        owner: crate::backend::SharedBytes,
+        start: usize,
+        end: usize,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Self> {
+        let numel: usize = shape.iter().product();
+        let want = dtype.storage_bytes(numel);
+        let have = owner.bytes().len();
+        if start > end || end > have || end - start != want {
+            return Err(Error::Shape(format!(
+                "bytes {start}..{end} (of {have}) for a {dtype} tensor of shape {shape:?} (expected {want})"
+            )));
+        }
+        let raw = lift(backend.obj().from_shared(owner, start, end, dtype, shape.into()))?;
+        Ok(Self::from_raw(raw, backend))
+    }
+
     pub fn from_f32(backend: &Backend, data: &[f32], shape: &[usize]) -> Result<Self> {
         let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
         Self::from_bytes(backend, &bytes, DType::F32, shape)

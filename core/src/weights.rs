@@ -5,8 +5,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RArc, RSlice};
 use memmap2::Mmap;
 
+use crate::backend::{SharedBytesImpl, SharedBytesImpl_TO};
 use crate::gguf::GgufFile;
 use crate::{Backend, DType, Error, Result, Tensor};
 
@@ -22,6 +25,17 @@ struct Entry {
 enum Backing {
     Mmap(Mmap),
     Gguf(Arc<GgufFile>),
+}
+
+/// A GGUF file's data as [`SharedBytes`]: quantized tensors handed over this way can stay in the
+/// mapped file pages (resident once, never copied).
+#[derive(Clone)]
+struct GgufBytes(Arc<GgufFile>);
+
+impl SharedBytesImpl for GgufBytes {
+    fn bytes(&self) -> RSlice<'_, u8> {
+        self.0.data().into()
+    }
 }
 
 impl Backing {
@@ -160,6 +174,14 @@ impl Weights {
             let f32_bytes = crate::gguf::dequantize_to_f32_bytes(e.dtype, &e.shape, bytes).map_err(located)?;
             let t = Tensor::from_bytes(&self.backend, &f32_bytes, DType::F32, &e.shape).map_err(located)?;
             return t.to_dtype(self.dtype);
+        }
+        if let (true, Backing::Gguf(file)) = (e.dtype.is_quantized(), backing) {
+            let owner = SharedBytesImpl_TO::from_ptr(RArc::new(GgufBytes(file.clone())), TD_Opaque);
+            let t = Tensor::from_shared(&self.backend, owner, e.start, e.end, e.dtype, &e.shape).map_err(located)?;
+            // A backend that copied leaves no reason to keep the pages; one that kept them in
+            // place faults them back in from the page cache on first use.
+            backing.release(e.start, e.end);
+            return Ok(t);
         }
         let t = Tensor::from_bytes(&self.backend, bytes, e.dtype, &e.shape).map_err(located)?;
         backing.release(e.start, e.end);

@@ -28,7 +28,9 @@ mod registration;
 
 use abi_stable::std_types::{RResult, RSlice, RStr, RVec};
 use infer_core::backend::ffi_result;
-use infer_core::{Backend, BackendImpl, DType, DeviceInfo, Error, FfiError, MemoryStats, Op, Result, TensorObj};
+use infer_core::{
+    Backend, BackendImpl, DType, DeviceInfo, Error, FfiError, MemoryStats, Op, Result, SharedBytes, TensorObj,
+};
 
 pub use tensor::CandleTensor;
 
@@ -84,6 +86,28 @@ impl BackendImpl for CandleBackend {
                 Ok(CandleTensor::Quant(quant::from_bytes(bytes, dtype, shape)?).into_obj())
             } else {
                 Ok(CandleTensor::Dense(convert::dense_from_bytes(bytes, dtype, shape)?).into_obj())
+            }
+        })
+    }
+
+    /// Quantized matrices with native kernels stay in the owner's (mapped) bytes.
+    fn from_shared(
+        &self,
+        owner: SharedBytes,
+        start: usize,
+        end: usize,
+        dtype: DType,
+        shape: RSlice<'_, usize>,
+    ) -> RResult<TensorObj, FfiError> {
+        ffi_result("from_shared", || {
+            if dtype.is_quantized() {
+                Ok(CandleTensor::Quant(quant::from_shared(owner, start, end, dtype, shape.as_slice())?).into_obj())
+            } else {
+                let bytes = owner.bytes();
+                let bytes = bytes.as_slice().get(start..end).ok_or_else(|| {
+                    Error::Shape(format!("from_shared: range {start}..{end} outside {} bytes", bytes.len()))
+                })?;
+                Ok(CandleTensor::Dense(convert::dense_from_bytes(bytes, dtype, shape.as_slice())?).into_obj())
             }
         })
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::{QStorage, QTensor};
 use candle_core::{DType as C, Device, Tensor};
-use infer_core::{DType, Error, Result};
+use infer_core::{DType, Error, Result, SharedBytes};
 
 use crate::ggml::GgmlMatrix;
 use crate::tensor::{QuantRepr, QuantTensor};
@@ -65,6 +65,15 @@ pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<QuantTe
     let q = QTensor::new(storage, shape)
         .map_err(|e| Error::backend(format!("from_bytes {dtype}{shape:?}: {}", crate::error::message(&e))))?;
     Ok(QuantTensor { repr: QuantRepr::Candle(Arc::new(q)), dtype })
+}
+
+/// A quantized tensor over `owner.bytes()[start..end]`: GGML matrices with native kernels keep
+/// the owner's bytes in place (a mapped checkpoint stays the only copy), others are copied.
+pub fn from_shared(owner: SharedBytes, start: usize, end: usize, dtype: DType, shape: &[usize]) -> Result<QuantTensor> {
+    if let Some(m) = GgmlMatrix::shared(owner.clone(), start, end, dtype, shape)? {
+        return Ok(QuantTensor { repr: QuantRepr::Native(Arc::new(m)), dtype });
+    }
+    from_bytes(&owner.bytes().as_slice()[start..end], dtype, shape)
 }
 
 /// The raw GGML blocks (the inverse of [`from_bytes`]).

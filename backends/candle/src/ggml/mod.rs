@@ -12,7 +12,7 @@ pub mod formats;
 
 use std::sync::OnceLock;
 
-use infer_core::{DType, Error, Result};
+use infer_core::{DType, Error, Result, SharedBytes};
 
 use act::{ActRow, QuantizedActs};
 pub use formats::Format;
@@ -23,7 +23,13 @@ pub struct GgmlMatrix {
     shape: [usize; 2],
     rows: usize,
     cols: usize,
-    bytes: Vec<u8>,
+    blocks: Blocks,
+}
+
+/// Where the blocks live: a copy, or the checkpoint's mapped pages themselves.
+enum Blocks {
+    Owned(Vec<u8>),
+    Shared { owner: SharedBytes, start: usize, end: usize },
 }
 
 /// Below this many weight values a product runs on the calling thread.
@@ -39,19 +45,43 @@ impl GgmlMatrix {
     /// `None` when `dtype` is not a natively multiplied format or `shape` is not (rows, cols)
     /// with whole blocks per row.
     pub fn new(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<Option<GgmlMatrix>> {
+        let Some((format, rows, cols)) = Self::layout(bytes.len(), dtype, shape)? else { return Ok(None) };
+        Ok(Some(GgmlMatrix { format, shape: [rows, cols], rows, cols, blocks: Blocks::Owned(bytes.to_vec()) }))
+    }
+
+    /// Like [`GgmlMatrix::new`] over `owner.bytes()[start..end]`, kept in place (no copy).
+    pub fn shared(
+        owner: SharedBytes,
+        start: usize,
+        end: usize,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Option<GgmlMatrix>> {
+        if start > end || end > owner.bytes().len() {
+            return Err(Error::Shape(format!(
+                "from_shared: range {start}..{end} outside {} bytes",
+                owner.bytes().len()
+            )));
+        }
+        let Some((format, rows, cols)) = Self::layout(end - start, dtype, shape)? else { return Ok(None) };
+        Ok(Some(GgmlMatrix { format, shape: [rows, cols], rows, cols, blocks: Blocks::Shared { owner, start, end } }))
+    }
+
+    /// (format, rows, cols) when `dtype` has native kernels and `shape` is (rows, cols) of whole
+    /// blocks; an error when `len` bytes do not fit the shape.
+    fn layout(len: usize, dtype: DType, shape: &[usize]) -> Result<Option<(Format, usize, usize)>> {
         let Some(format) = Format::from_dtype(dtype) else { return Ok(None) };
         let &[rows, cols] = shape else { return Ok(None) };
-        if cols == 0 || cols % format.block_values() != 0 {
+        if cols == 0 || !cols.is_multiple_of(format.block_values()) {
             return Ok(None);
         }
         let want = rows * cols / format.block_values() * format.block_bytes();
-        if bytes.len() != want {
+        if len != want {
             return Err(Error::Shape(format!(
-                "from_bytes: {} bytes for a {dtype} tensor of shape {shape:?} (expected {want})",
-                bytes.len()
+                "from_bytes: {len} bytes for a {dtype} tensor of shape {shape:?} (expected {want})"
             )));
         }
-        Ok(Some(GgmlMatrix { format, shape: [rows, cols], rows, cols, bytes: bytes.to_vec() }))
+        Ok(Some((format, rows, cols)))
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -67,7 +97,15 @@ impl GgmlMatrix {
     }
 
     pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+        match &self.blocks {
+            Blocks::Owned(v) => v,
+            Blocks::Shared { owner, start, end } => &owner.bytes().as_slice()[*start..*end],
+        }
+    }
+
+    /// Whether the blocks are the checkpoint's own pages rather than a copy.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.blocks, Blocks::Shared { .. })
     }
 
     fn row_bytes(&self) -> usize {
@@ -76,7 +114,7 @@ impl GgmlMatrix {
 
     fn row(&self, j: usize) -> &[u8] {
         let rb = self.row_bytes();
-        &self.bytes[j * rb..(j + 1) * rb]
+        &self.bytes()[j * rb..(j + 1) * rb]
     }
 
     /// Row `j` as f32 into `out` (`cols` values).
@@ -99,7 +137,8 @@ impl GgmlMatrix {
         let acts = QuantizedActs::new(self.format.act(), &x[..m * k], k);
         let xs: Vec<ActRow> = (0..m).map(|i| acts.row(i)).collect();
         let (dot, dot_group) = (kernel(self.format), group_kernel(self.format));
-        let rb = self.row_bytes();
+        let (rb, data) = (self.row_bytes(), self.bytes());
+        let row = |j: usize| &data[j * rb..(j + 1) * rb];
         let mut out = vec![0f32; m * n];
         let out_ptr = OutPtr(out.as_mut_ptr());
         // Work items are groups of GROUP weight rows, dotted with every activation row while
@@ -111,13 +150,13 @@ impl GgmlMatrix {
                     // SAFETY (both writes): (i, j) is written only by the worker that owns row
                     // j's group; i < m, j < n.
                     if j1 - j0 == GROUP {
-                        let v = dot_group(&self.bytes[j0 * rb..j1 * rb], rb, x);
+                        let v = dot_group(&data[j0 * rb..j1 * rb], rb, x);
                         for (r, v) in v.into_iter().enumerate() {
                             unsafe { *out_ptr.at(i * n + j0 + r) = v };
                         }
                     } else {
                         for j in j0..j1 {
-                            unsafe { *out_ptr.at(i * n + j) = dot(self.row(j), x) };
+                            unsafe { *out_ptr.at(i * n + j) = dot(row(j), x) };
                         }
                     }
                 }

@@ -99,7 +99,7 @@ fn simd_kernels_match_scalar() {
                 let x = values(cols, 5);
                 let acts = QuantizedActs::new(ours.format.act(), &x, cols);
                 let (dot, group) = (kernel_for(ours.format, isa), group_kernel_for(ours.format, isa));
-                let grouped = group(&ours.bytes, ours.row_bytes(), &acts.row(0));
+                let grouped = group(ours.bytes(), ours.row_bytes(), &acts.row(0));
                 for (j, grouped) in grouped.into_iter().enumerate() {
                     let slow = ours.format.dot_scalar(ours.row(j), &acts.row(0));
                     let tol = 1e-5 * slow.abs().max(1.0);
