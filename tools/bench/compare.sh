@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# infer vs llama.cpp on the real GGUF checkpoints, side by side, plus this box's memory-bandwidth
-# floor. Writes a result directory and prints markdown tables (docs/benchmarks.md has the numbers).
+# infer vs its peers, side by side, plus this box's memory-bandwidth floor: llama.cpp on the real
+# GGUF checkpoints (gemma, qwen) and HF transformers (PyTorch CPU) on a bf16 safetensors checkpoint
+# of Qwen3-0.6B's shape with random weights (qwen3-bf16). Writes a result directory and prints
+# markdown tables (docs/benchmarks.md has the numbers).
 #
-#   tools/bench/compare.sh [--no-build] [gemma] [qwen]
+#   tools/bench/compare.sh [--no-build] [gemma] [qwen] [qwen3-bf16]     # default: gemma qwen
 #
-# Needs: tools/models/fetch.sh (the GGUFs), tools/fixtures/setup_llamacpp_venv.sh (llama-cpp-python
-# 0.3.36), gcc. Environment knobs (defaults in brackets):
+# Needs: gcc, and per model subset
+#   gemma, qwen: tools/models/fetch.sh (the GGUFs), tools/fixtures/setup_llamacpp_venv.sh
+#     (llama-cpp-python 0.3.36);
+#   qwen3-bf16: tools/fixtures/setup_venv.sh (transformers 5.23.0 / torch 2.13.0), then
+#     tools/bench/make_qwen3_bench.py in that venv (the checkpoint, ~/.cache/infer/models/qwen3-0.6b-random);
+#     infer runs it with --dtype bf16, transformers (tools/bench/transformers_bench.py) in bf16.
+# Environment knobs (defaults in brackets):
 #   PROMPT_TOKENS [128]  GEN_TOKENS [64]  RUNS [3]  (medians of RUNS timed runs after one warm-up)
-#   INFER_THREADS ["2 1"]  LLAMA_THREADS ["2 1"]  thread counts to measure
+#   INFER_THREADS ["2 1"]  LLAMA_THREADS ["2 1"]  TRANSFORMERS_THREADS ["2 1"]  thread counts
+#   INFER_BIN [${CARGO_TARGET_DIR:-target}/release/infer]  the binary to measure (built by this
+#     script unless --no-build; copied into the result directory either way)
 #   IDLE_QUIET_S [30] IDLE_MAX_WAIT_S [600]: before measuring, wait until no rustc/cargo/cc1plus/
 #     clippy-driver process has run for IDLE_QUIET_S seconds in a row, at most IDLE_MAX_WAIT_S
 #     (then measure anyway and record that the box was not idle)
@@ -16,19 +25,21 @@
 #
 # Steps: build target/release/infer (unless --no-build; never during measurement), copy it into the
 # result directory (other sessions may rebuild target/ meanwhile), wait for idle, measure membw.c
-# at 1 and 2 threads, then per model: llama.cpp and infer at each thread count, each in a fresh
-# process. During every measurement a sampler notes once a second whether a compiler process runs;
+# at 1 and 2 threads, then per model: the peer (llama.cpp or transformers) and infer at each thread
+# count, each in a fresh process. During every measurement a sampler notes once a second whether a compiler process runs;
 # "contended s" in the table is how many of those seconds were.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 MODELS_DIR="${INFER_MODELS_DIR:-$HOME/.cache/infer/models}"
-VENV="${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}/llamacpp"
+VENV_DIR="${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}"
 PROMPT_TOKENS="${PROMPT_TOKENS:-128}"
 GEN_TOKENS="${GEN_TOKENS:-64}"
 RUNS="${RUNS:-3}"
 INFER_THREADS="${INFER_THREADS:-2 1}"
 LLAMA_THREADS="${LLAMA_THREADS:-2 1}"
+TRANSFORMERS_THREADS="${TRANSFORMERS_THREADS:-2 1}"
+INFER_BIN="${INFER_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/infer}"
 IDLE_QUIET_S="${IDLE_QUIET_S:-30}"
 IDLE_MAX_WAIT_S="${IDLE_MAX_WAIT_S:-600}"
 OUT="${BENCH_OUT:-/tmp/infer-bench-$(date +%Y%m%d-%H%M%S)}"
@@ -45,17 +56,31 @@ keys=()
 for a in "$@"; do
   case "$a" in
     --no-build) build=0 ;;
-    gemma|qwen) keys+=("$a") ;;
-    *) echo "usage: $0 [--no-build] [gemma] [qwen]" >&2; exit 2 ;;
+    gemma|qwen|qwen3-bf16) keys+=("$a") ;;
+    *) echo "usage: $0 [--no-build] [gemma] [qwen] [qwen3-bf16]" >&2; exit 2 ;;
   esac
 done
 [ ${#keys[@]} -gt 0 ] || keys=(gemma qwen)
-declare -A FILES=([gemma]=gemma-3-270m-q4_k_m.gguf [qwen]=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf)
+# Per model: the checkpoint (a GGUF file or a safetensors folder), the peer implementation, infer's
+# --dtype, and how to get the checkpoint.
+declare -A FILES=([gemma]=gemma-3-270m-q4_k_m.gguf [qwen]=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+                  [qwen3-bf16]=qwen3-0.6b-random)
+declare -A PEER=([gemma]=llama.cpp [qwen]=llama.cpp [qwen3-bf16]=transformers)
+declare -A DTYPE=([gemma]=f32 [qwen]=f32 [qwen3-bf16]=bf16)
+declare -A HOWTO=([gemma]="tools/models/fetch.sh" [qwen]="tools/models/fetch.sh"
+                  [qwen3-bf16]="$VENV_DIR/transformers/bin/python tools/bench/make_qwen3_bench.py")
+declare -A PEER_VENV=([llama.cpp]="$VENV_DIR/llamacpp" [transformers]="$VENV_DIR/transformers")
+declare -A PEER_SETUP=([llama.cpp]=tools/fixtures/setup_llamacpp_venv.sh [transformers]=tools/fixtures/setup_venv.sh)
 
 for k in "${keys[@]}"; do
-  [ -f "$MODELS_DIR/${FILES[$k]}" ] || { echo "missing $MODELS_DIR/${FILES[$k]}: run tools/models/fetch.sh" >&2; exit 1; }
+  [ -e "$MODELS_DIR/${FILES[$k]}" ] || { echo "missing $MODELS_DIR/${FILES[$k]}: run ${HOWTO[$k]}" >&2; exit 1; }
+  v="${PEER_VENV[${PEER[$k]}]}"
+  [ -x "$v/bin/python" ] || { echo "missing $v: run ${PEER_SETUP[${PEER[$k]}]}" >&2; exit 1; }
 done
-[ -x "$VENV/bin/python" ] || { echo "missing $VENV: run tools/fixtures/setup_llamacpp_venv.sh" >&2; exit 1; }
+# Bytes of weights on disk: the GGUF file, or the folder's *.safetensors.
+weight_bytes() {
+  if [ -d "$1" ]; then cat "$1"/*.safetensors | wc -c; else stat -c %s "$1"; fi
+}
 
 mkdir -p "$OUT"
 echo "results -> $OUT" >&2
@@ -64,7 +89,7 @@ if [ "$build" = 1 ]; then
   echo "building infer-cli (release)..." >&2
   (cd "$REPO" && cargo build --release -p infer-cli) >&2
 fi
-cp "$REPO/target/release/infer" "$OUT/infer"
+cp "$INFER_BIN" "$OUT/infer"
 gcc -O3 -mavx2 -pthread -o "$OUT/membw" "$REPO/tools/bench/membw.c"
 
 # Machine description.
@@ -73,7 +98,7 @@ cores="$(nproc)"
 mem_gb="$(awk '/MemTotal/ {printf "%.1f", $2 / 1048576}' /proc/meminfo)"
 commit="$(cd "$REPO" && git rev-parse --short HEAD)$(cd "$REPO" && git diff --quiet HEAD -- . 2>/dev/null || echo '+dirty')"
 cat > "$OUT/machine.json" <<EOF
-{"cpu": "$cpu", "cores": $cores, "mem_gib": $mem_gb, "kernel": "$(uname -r)", "commit": "$commit", "date": "$(date -u +%FT%TZ)"}
+{"cpu": "$cpu", "cores": $cores, "mem_gib": $mem_gb, "kernel": "$(uname -r)", "commit": "$commit", "date": "$(date -u +%FT%TZ)", "infer_bin": "$INFER_BIN", "infer_bin_mtime": "$(date -u -r "$INFER_BIN" +%FT%TZ)"}
 EOF
 lscpu > "$OUT/lscpu.txt"
 
@@ -110,7 +135,7 @@ measure() {
 # record KEY IMPL THREADS NAME: appends one line to runs.jsonl.
 record() {
   local key="$1" impl="$2" threads="$3" name="$4"
-  python3 - "$OUT" "$key" "$impl" "$threads" "$name" "$(stat -c %s "$MODELS_DIR/${FILES[$key]}")" <<'PY'
+  python3 - "$OUT" "$key" "$impl" "$threads" "$name" "$(weight_bytes "$MODELS_DIR/${FILES[$key]}")" <<'PY'
 import json, sys
 out, key, impl, threads, name, size = sys.argv[1:]
 marks = open(f"{out}/{name}.contention").read().split()
@@ -130,18 +155,28 @@ measure membw "$OUT/membw" 1 2
 
 for k in "${keys[@]}"; do
   model="$MODELS_DIR/${FILES[$k]}"
-  for t in $(printf '%s\n' $LLAMA_THREADS $INFER_THREADS | sort -rnu); do
-    if [[ " $LLAMA_THREADS " == *" $t "* ]]; then
-      echo "$k: llama.cpp, $t thread(s)..." >&2
-      measure "llamacpp-$k-t$t" "$VENV/bin/python" "$REPO/tools/bench/llamacpp_bench.py" "$model" \
-        --threads "$t" --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" --runs "$RUNS"
-      record "$k" llama.cpp "$t" "llamacpp-$k-t$t"
+  peer="${PEER[$k]}"
+  py="${PEER_VENV[$peer]}/bin/python"
+  if [ "$peer" = llama.cpp ]; then peer_threads="$LLAMA_THREADS"; else peer_threads="$TRANSFORMERS_THREADS"; fi
+  for t in $(printf '%s\n' $peer_threads $INFER_THREADS | sort -rnu); do
+    if [[ " $peer_threads " == *" $t "* ]]; then
+      echo "$k: $peer, $t thread(s)..." >&2
+      if [ "$peer" = llama.cpp ]; then
+        measure "llamacpp-$k-t$t" "$py" "$REPO/tools/bench/llamacpp_bench.py" "$model" \
+          --threads "$t" --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" --runs "$RUNS"
+        record "$k" llama.cpp "$t" "llamacpp-$k-t$t"
+      else
+        measure "transformers-$k-t$t" env OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t" "$py" \
+          "$REPO/tools/bench/transformers_bench.py" "$model" --dtype "${DTYPE[$k]}" --threads "$t" \
+          --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" --runs "$RUNS"
+        record "$k" transformers "$t" "transformers-$k-t$t"
+      fi
     fi
     if [[ " $INFER_THREADS " == *" $t "* ]]; then
-      echo "$k: infer (candle), $t thread(s)..." >&2
+      echo "$k: infer (candle, ${DTYPE[$k]}), $t thread(s)..." >&2
       measure "infer-$k-t$t" env CANDLE_NUM_THREADS="$t" RAYON_NUM_THREADS="$t" "$OUT/infer" bench \
-        --model "$model" --backend candle --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" \
-        --runs "$RUNS" --json
+        --model "$model" --backend candle --dtype "${DTYPE[$k]}" --prompt-tokens "$PROMPT_TOKENS" \
+        --gen-tokens "$GEN_TOKENS" --runs "$RUNS" --json
       record "$k" infer "$t" "infer-$k-t$t"
     fi
   done

@@ -5,12 +5,14 @@
 
 Reads RESULT_DIR/machine.json, idle.json, membw.json and runs.jsonl (one line per measurement:
 {"impl", "model_key", "threads", "file_bytes", "contended_s", "samples", "loadavg_start",
-"loadavg_end", "result": <infer bench --json or llamacpp_bench.py output>}).
+"loadavg_end", "result": <infer bench --json, llamacpp_bench.py or transformers_bench.py output>}).
+Each model is compared with one peer: llama.cpp (GGUF) or transformers (safetensors).
 
-Decode floor = read bandwidth (median, same thread count, membw.c) / GGUF file size: an
-approximation of the bytes one decode step must stream (all weights once; it ignores the KV cache
-and activations, and counts metadata/tokenizer bytes and, for tied embeddings, the embedding table
-which a step reads only one row of — but Gemma's table is also its output matrix, read in full).
+Decode floor = read bandwidth (median, same thread count, membw.c) / weight bytes on disk (the GGUF
+file, or the folder's *.safetensors): an approximation of the bytes one decode step must stream
+(all weights once; it ignores the KV cache and activations, and counts metadata/tokenizer bytes
+and, for untied embeddings, the embedding table which a step reads only one row of — a tied table
+is also the output matrix, read in full).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-NAMES = {"gemma": "Gemma 3 270M Q4_K_M", "qwen": "Qwen2.5-Coder 0.5B Q4_K_M"}
+NAMES = {"gemma": "Gemma 3 270M Q4_K_M", "qwen": "Qwen2.5-Coder 0.5B Q4_K_M",
+         "qwen3-bf16": "Qwen3-0.6B shape, random, bf16 safetensors"}
 
 
 def load(d: Path):
@@ -54,8 +57,8 @@ def main() -> None:
     )
     out.append("")
     out.append("| model | impl | threads | prefill tok/s | decode tok/s | TTFT ms | peak RSS MB | load s "
-               "| decode floor tok/s | % of floor | contended s |")
-    out.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+               "| decode floor tok/s | % of floor | contended s | load avg |")
+    out.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in runs:
         res = r["result"]
         bw = read_bw(membw, r["threads"])
@@ -65,29 +68,40 @@ def main() -> None:
             f"| {NAMES.get(r['model_key'], r['model_key'])} | {r['impl']} | {r['threads']} "
             f"| {fmt(res['prefill_tok_s'])} | {fmt(res['decode_tok_s'])} | {fmt(res['ttft_ms'], 0)} "
             f"| {fmt(res['peak_rss_mb'], 0)} | {fmt(res['load_seconds'], 2)} | {fmt(floor)} | {fmt(pct, 0)}% "
-            f"| {r['contended_s']}/{r['samples']} |"
+            f"| {r['contended_s']}/{r['samples']} | {r['loadavg_start']:.2f} → {r['loadavg_end']:.2f} |"
         )
+    peers = {}
+    for r in runs:
+        if r["impl"] != "infer":
+            res = r["result"]
+            extra = f", {res['baseline_rss_mb']:.0f} MB RSS before loading" if "baseline_rss_mb" in res else ""
+            peers[r["impl"]] = f"{res.get('reference', r['impl'])}{extra}"
+    if peers:
+        out.append("")
+        out.append("Peers: " + "; ".join(f"{k} = {v}" for k, v in peers.items()) + ".")
     out.append("")
-    out.append("Ratios infer / llama.cpp (same model; > 1 means infer is faster for tok/s, "
+    out.append("Ratios infer / peer (same model; > 1 means infer is faster for tok/s, "
                "larger for TTFT and RSS):")
     out.append("")
-    out.append("| model | infer threads | llama.cpp threads | prefill | decode | TTFT | peak RSS |")
-    out.append("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+    out.append("| model | peer | infer threads | peer threads | prefill | decode | TTFT | peak RSS |")
+    out.append("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
     by = {(r["model_key"], r["impl"], r["threads"]): r["result"] for r in runs}
     models = list(dict.fromkeys(r["model_key"] for r in runs))
     for m in models:
         infer_threads = sorted({t for (mk, im, t) in by if mk == m and im == "infer"}, reverse=True)
-        ll_threads = sorted({t for (mk, im, t) in by if mk == m and im == "llama.cpp"}, reverse=True)
-        for it in infer_threads:
-            for lt in ll_threads:
-                if it != lt and it != max(infer_threads):
-                    continue  # infer's other thread counts only against llama.cpp at the same count
-                a, b = by[(m, "infer", it)], by[(m, "llama.cpp", lt)]
-                out.append(
-                    f"| {NAMES.get(m, m)} | {it} | {lt} | {a['prefill_tok_s'] / b['prefill_tok_s']:.2f} "
-                    f"| {a['decode_tok_s'] / b['decode_tok_s']:.2f} | {a['ttft_ms'] / b['ttft_ms']:.2f} "
-                    f"| {a['peak_rss_mb'] / b['peak_rss_mb']:.2f} |"
-                )
+        for peer in dict.fromkeys(im for (mk, im, t) in by if mk == m and im != "infer"):
+            peer_threads = sorted({t for (mk, im, t) in by if mk == m and im == peer}, reverse=True)
+            for it in infer_threads:
+                for pt in peer_threads:
+                    if it != pt and it != max(infer_threads):
+                        continue  # infer's other thread counts only against the peer at the same count
+                    a, b = by[(m, "infer", it)], by[(m, peer, pt)]
+                    out.append(
+                        f"| {NAMES.get(m, m)} | {peer} | {it} | {pt} "
+                        f"| {a['prefill_tok_s'] / b['prefill_tok_s']:.2f} "
+                        f"| {a['decode_tok_s'] / b['decode_tok_s']:.2f} | {a['ttft_ms'] / b['ttft_ms']:.2f} "
+                        f"| {a['peak_rss_mb'] / b['peak_rss_mb']:.2f} |"
+                    )
     out.append("")
     out.append("Memory bandwidth (tools/bench/membw.c, 1 GiB buffer, GB/s = 1e9 B/s, median / best of "
                f"{membw['reps']}):")
