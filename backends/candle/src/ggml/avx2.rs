@@ -251,3 +251,56 @@ pub unsafe fn dot_q6k(row: &[u8], x: &ActRow) -> f32 {
     }
     hsum(acc)
 }
+
+/// Prefill tiles: `R` weight rows × `C` activation rows. Each weight block is unpacked once and
+/// used for all `C` rows; every (row, activation) pair accumulates exactly as the one-row
+/// kernels do, so batched and single-token results are bit-identical.
+macro_rules! tile_32 {
+    ($name:ident, $bytes:expr, $unpack:ident, $pair:ident) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $name<const R: usize, const C: usize>(
+            w: *const u8,
+            row_bytes: usize,
+            xs: &[ActRow; C],
+        ) -> [[f32; C]; R] {
+            let nb = row_bytes / $bytes;
+            let mut acc = [[_mm256_setzero_ps(); C]; R];
+            for b in 0..nb {
+                let mut xv = [_mm256_setzero_si256(); C];
+                let mut dx = [0f32; C];
+                for c in 0..C {
+                    xv[c] = _mm256_loadu_si256(xs[c].q.as_ptr().add(b * 32) as *const __m256i);
+                    dx[c] = *xs[c].d.get_unchecked(b);
+                }
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let blk = w.add(r * row_bytes + b * $bytes);
+                    let (wv, dw) = ($unpack(blk), f16_at(blk));
+                    for c in 0..C {
+                        let d = _mm256_set1_ps(dw * dx[c]);
+                        acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps($pair(wv, xv[c])), acc[c]);
+                    }
+                }
+            }
+            let mut out = [[0f32; C]; R];
+            for (o, a) in out.iter_mut().zip(acc) {
+                for c in 0..C {
+                    o[c] = hsum(a[c]);
+                }
+            }
+            out
+        }
+    };
+}
+
+/// Q5_0 pair: unsigned weights into `maddubs`, minus 16 × each lane's activations (as in
+/// `dot_q5_0_rows`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_0_pair(w: __m256i, x: __m256i) -> __m256i {
+    let ones = _mm256_set1_epi16(1);
+    let sum = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
+    _mm256_sub_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(16), x), ones))
+}
+
+tile_32!(tile_q8_0, 34, q8_0_weights, dot_i8);
+tile_32!(tile_q5_0, 22, q5_0_unsigned, q5_0_pair);

@@ -40,6 +40,10 @@ type DotFn = fn(&[u8], &ActRow) -> f32;
 const GROUP: usize = 4;
 /// GROUP consecutive rows (`row_bytes` each) dotted with one activation row.
 type GroupDotFn = fn(&[u8], usize, &ActRow) -> [f32; GROUP];
+/// Activation rows per prefill tile.
+const TILE_COLS: usize = 2;
+/// GROUP weight rows × TILE_COLS activation rows.
+type TileFn = fn(&[u8], usize, &[ActRow; TILE_COLS]) -> [[f32; TILE_COLS]; GROUP];
 
 impl GgmlMatrix {
     /// `None` when `dtype` is not a natively multiplied format or `shape` is not (rows, cols)
@@ -139,14 +143,29 @@ impl GgmlMatrix {
         let (dot, dot_group) = (kernel(self.format), group_kernel(self.format));
         let (rb, data) = (self.row_bytes(), self.bytes());
         let row = |j: usize| &data[j * rb..(j + 1) * rb];
+        let tile = tile_kernel(self.format);
         let mut out = vec![0f32; m * n];
         let out_ptr = OutPtr(out.as_mut_ptr());
         // Work items are groups of GROUP weight rows, dotted with every activation row while
-        // they are in cache.
+        // they are in cache (TILE_COLS activation rows at a time where a tile kernel exists).
         let body = |groups: std::ops::Range<usize>| {
             for g in groups {
                 let (j0, j1) = (g * GROUP, ((g + 1) * GROUP).min(n));
-                for (i, x) in xs.iter().enumerate() {
+                let mut i0 = 0;
+                if let (Some(tile), true) = (tile, j1 - j0 == GROUP) {
+                    while i0 + TILE_COLS <= m {
+                        let x: &[ActRow; TILE_COLS] = xs[i0..i0 + TILE_COLS].try_into().expect("TILE_COLS rows");
+                        let v = tile(&data[j0 * rb..j1 * rb], rb, x);
+                        for (r, v) in v.into_iter().enumerate() {
+                            for (c, v) in v.into_iter().enumerate() {
+                                // SAFETY: as below.
+                                unsafe { *out_ptr.at((i0 + c) * n + j0 + r) = v };
+                            }
+                        }
+                        i0 += TILE_COLS;
+                    }
+                }
+                for (i, x) in xs.iter().enumerate().skip(i0) {
                     // SAFETY (both writes): (i, j) is written only by the worker that owns row
                     // j's group; i < m, j < n.
                     if j1 - j0 == GROUP {
@@ -256,6 +275,22 @@ fn group_kernel_for(format: Format, isa: Isa) -> GroupDotFn {
         Format::Q4K => |w, rb, x| one_by_one(kernel(Format::Q4K), w, rb, x),
         Format::Q6K => |w, rb, x| one_by_one(kernel(Format::Q6K), w, rb, x),
     }
+}
+
+/// The prefill tile kernel for `format`, where there is one (AVX2 Q8_0 and Q5_0: bit-identical
+/// to the one-row kernels of every instruction set).
+fn tile_kernel(format: Format) -> Option<TileFn> {
+    #[cfg(target_arch = "x86_64")]
+    if isa() >= Isa::Avx2 {
+        // SAFETY (both): `isa()` checked avx2, fma and f16c; the slice holds GROUP rows.
+        match format {
+            Format::Q8_0 => return Some(|w, rb, x| unsafe { avx2::tile_q8_0::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }),
+            Format::Q5_0 => return Some(|w, rb, x| unsafe { avx2::tile_q5_0::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }),
+            _ => {}
+        }
+    }
+    let _ = format;
+    None
 }
 
 fn one_by_one(dot: DotFn, w: &[u8], row_bytes: usize, x: &ActRow) -> [f32; GROUP] {

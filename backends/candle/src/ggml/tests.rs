@@ -112,6 +112,21 @@ fn simd_kernels_match_scalar() {
     }
 }
 
+/// Batched (tiled) products equal the one-row ones bit for bit: prefill and decode agree.
+#[test]
+fn tiles_match_single_rows_exactly() {
+    let (rows, cols) = (9usize, 640usize);
+    for (dtype, g) in FORMATS {
+        let (ours, _) = quantized(dtype, g, rows, cols.div_ceil(256) * 256);
+        let k = ours.cols();
+        let x = values(5 * k, 3);
+        let batched = ours.matmul(&x, 5);
+        for i in 0..5 {
+            assert_eq!(ours.matmul(&x[i * k..(i + 1) * k], 1), batched[i * rows..(i + 1) * rows], "{dtype} row {i}");
+        }
+    }
+}
+
 #[test]
 fn unsupported_shapes_fall_back() {
     assert!(GgmlMatrix::new(&[0u8; 34], DType::Q4_0, &[1, 32]).unwrap().is_none());
