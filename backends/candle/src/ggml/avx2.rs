@@ -159,38 +159,54 @@ pub unsafe fn dot_q5_0(row: &[u8], x: &ActRow) -> f32 {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q4k(row: &[u8], x: &ActRow) -> f32 {
-    let nb = row.len() / 144;
-    let (w, xq) = (row.as_ptr(), x.q.as_ptr());
+    q4k_cols::<1>(row.as_ptr(), row.len(), [x])[0]
+}
+
+/// One Q4_K row dotted with `C` activation rows: the row's scales and nibbles are unpacked once
+/// for all of them; each column accumulates as `C = 1` does.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow; C]) -> [f32; C] {
+    let nb = row_bytes / 144;
     let low = _mm256_set1_epi8(0x0F);
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = [_mm256_setzero_ps(); C];
     // The mins' terms in four lanes, as llama.cpp accumulates them.
-    let mut acc_min = [0f32; 4];
+    let mut acc_min = [[0f32; 4]; C];
     for b in 0..nb {
         let blk = w.add(b * 144);
         let scales = std::slice::from_raw_parts(blk.add(4), 12);
-        let sums = &x.sums[b * 16..(b + 1) * 16];
-        let mut sumi = _mm256_setzero_si256();
-        let dmin = -(x.d[b] * f16_at(blk.add(2)));
+        let (dw, dminw) = (f16_at(blk), f16_at(blk.add(2)));
+        let mut sumi = [_mm256_setzero_si256(); C];
         for j in 0..4 {
             let (sc_lo, m_lo) = q4k_scale_min(scales, 2 * j);
             let (sc_hi, m_hi) = q4k_scale_min(scales, 2 * j + 1);
-            let summ = m_lo as i32 * (sums[4 * j] as i32 + sums[4 * j + 1] as i32)
-                + m_hi as i32 * (sums[4 * j + 2] as i32 + sums[4 * j + 3] as i32);
-            acc_min[j] = dmin.mul_add(summ as f32, acc_min[j]);
             _mm_prefetch::<_MM_HINT_T0>(blk.add(16 + 32 * j + PREFETCH) as *const i8);
             let q = _mm256_loadu_si256(blk.add(16 + 32 * j) as *const __m256i);
-            let xs = xq.add(b * 256 + 64 * j);
-            let p_lo = _mm256_maddubs_epi16(_mm256_and_si256(q, low), _mm256_loadu_si256(xs as *const __m256i));
-            let p_hi = _mm256_maddubs_epi16(
-                _mm256_and_si256(_mm256_srli_epi16(q, 4), low),
-                _mm256_loadu_si256(xs.add(32) as *const __m256i),
-            );
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc_lo as i16)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc_hi as i16)));
+            let (lo, hi) = (_mm256_and_si256(q, low), _mm256_and_si256(_mm256_srli_epi16(q, 4), low));
+            let (sc_lo, sc_hi) = (_mm256_set1_epi16(sc_lo as i16), _mm256_set1_epi16(sc_hi as i16));
+            for c in 0..C {
+                let x = xs[c];
+                let sums = x.sums.get_unchecked(b * 16..(b + 1) * 16);
+                let summ = m_lo as i32 * (sums[4 * j] as i32 + sums[4 * j + 1] as i32)
+                    + m_hi as i32 * (sums[4 * j + 2] as i32 + sums[4 * j + 3] as i32);
+                let dmin = -(x.d[b] * dminw);
+                acc_min[c][j] = dmin.mul_add(summ as f32, acc_min[c][j]);
+                let xq = x.q.as_ptr().add(b * 256 + 64 * j);
+                let p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(xq as *const __m256i));
+                let p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(xq.add(32) as *const __m256i));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p_lo, sc_lo));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p_hi, sc_hi));
+            }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(x.d[b] * f16_at(blk)), _mm256_cvtepi32_ps(sumi), acc);
+        for c in 0..C {
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(xs[c].d[b] * dw), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+        }
     }
-    hsum(acc) + ((acc_min[0] + acc_min[2]) + (acc_min[1] + acc_min[3]))
+    let mut out = [0f32; C];
+    for c in 0..C {
+        let m = acc_min[c];
+        out[c] = hsum(acc[c]) + ((m[0] + m[2]) + (m[1] + m[3]));
+    }
+    out
 }
 
 /// `_mm_shuffle_epi8` masks putting scale 2p in bytes 0..8 and scale 2p + 1 in bytes 8..16.
@@ -210,14 +226,19 @@ const Q6K_SCALE_PAIRS: [[i8; 16]; 8] = {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q6k(row: &[u8], x: &ActRow) -> f32 {
-    let nb = row.len() / 210;
-    let (w, xq) = (row.as_ptr(), x.q.as_ptr());
+    q6k_cols::<1>(row.as_ptr(), row.len(), [x])[0]
+}
+
+/// One Q6_K row dotted with `C` activation rows (unpacked once; each column as `C = 1`).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow; C]) -> [f32; C] {
+    let nb = row_bytes / 210;
     let (low4, low2, m32) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x03), _mm256_set1_epi8(32));
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = [_mm256_setzero_ps(); C];
     for b in 0..nb {
         let blk = w.add(b * 210);
         let scales = _mm_loadu_si128(blk.add(192) as *const __m128i);
-        let mut sumi = _mm256_setzero_si256();
+        let mut sumi = [_mm256_setzero_si256(); C];
         for half in 0..2 {
             let ql = blk.add(64 * half);
             _mm_prefetch::<_MM_HINT_T0>(ql.add(PREFETCH) as *const i8);
@@ -225,7 +246,7 @@ pub unsafe fn dot_q6k(row: &[u8], x: &ActRow) -> f32 {
             let (ql_a, ql_b) =
                 (_mm256_loadu_si256(ql as *const __m256i), _mm256_loadu_si256(ql.add(32) as *const __m256i));
             let qh = _mm256_loadu_si256(blk.add(128 + 32 * half) as *const __m256i);
-            // The 2-bit highs of value group c sit at bits 2c..2c+2 of each qh byte.
+            // The 2-bit highs of value group g sit at bits 2g..2g+2 of each qh byte.
             macro_rules! hi {
                 ($shift:literal) => {
                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, $shift), low2), 4)
@@ -237,19 +258,50 @@ pub unsafe fn dot_q6k(row: &[u8], x: &ActRow) -> f32 {
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_a, 4), low4), hi!(4)),
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_b, 4), low4), hi!(6)),
             ];
-            for (c, q) in q.into_iter().enumerate() {
-                let xv = _mm256_loadu_si256(xq.add(b * 256 + 128 * half + 32 * c) as *const __m256i);
-                let mask = _mm_loadu_si128(Q6K_SCALE_PAIRS[4 * half + c].as_ptr() as *const __m128i);
+            for (g, q) in q.into_iter().enumerate() {
+                let mask = _mm_loadu_si128(Q6K_SCALE_PAIRS[4 * half + g].as_ptr() as *const __m128i);
                 let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, mask));
-                // (q - 32) x in i16 pairs: q x - 32 x.
-                let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), _mm256_maddubs_epi16(m32, xv));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sc));
+                for c in 0..C {
+                    let xq = xs[c].q.as_ptr().add(b * 256 + 128 * half + 32 * g);
+                    let xv = _mm256_loadu_si256(xq as *const __m256i);
+                    // (q - 32) x in i16 pairs: q x - 32 x.
+                    let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), _mm256_maddubs_epi16(m32, xv));
+                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, sc));
+                }
             }
         }
-        let d = x.d[b] * last_f16(blk.add(202));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        let dw = last_f16(blk.add(202));
+        for c in 0..C {
+            let d = xs[c].d[b] * dw;
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+        }
     }
-    hsum(acc)
+    let mut out = [0f32; C];
+    for c in 0..C {
+        out[c] = hsum(acc[c]);
+    }
+    out
+}
+
+/// Q4_K / Q6_K prefill tiles: `R` rows, each dotted with the `C` activation rows at once.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_q4k<const R: usize, const C: usize>(
+    w: *const u8,
+    row_bytes: usize,
+    xs: &[ActRow; C],
+) -> [[f32; C]; R] {
+    let cols: [&ActRow; C] = std::array::from_fn(|c| &xs[c]);
+    std::array::from_fn(|r| q4k_cols::<C>(w.add(r * row_bytes), row_bytes, cols))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_q6k<const R: usize, const C: usize>(
+    w: *const u8,
+    row_bytes: usize,
+    xs: &[ActRow; C],
+) -> [[f32; C]; R] {
+    let cols: [&ActRow; C] = std::array::from_fn(|c| &xs[c]);
+    std::array::from_fn(|r| q6k_cols::<C>(w.add(r * row_bytes), row_bytes, cols))
 }
 
 /// Prefill tiles: `R` weight rows × `C` activation rows. Each weight block is unpacked once and

@@ -277,8 +277,8 @@ fn group_kernel_for(format: Format, isa: Isa) -> GroupDotFn {
     }
 }
 
-/// The prefill tile kernel for `format`, where there is one (AVX2 Q8_0 and Q5_0: bit-identical
-/// to the one-row kernels of every instruction set).
+/// The prefill tile kernel for `format` (AVX2: bit-identical to the one-row kernels of every
+/// instruction set).
 fn tile_kernel(format: Format) -> Option<TileFn> {
     #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx2 {
@@ -286,7 +286,8 @@ fn tile_kernel(format: Format) -> Option<TileFn> {
         match format {
             Format::Q8_0 => return Some(|w, rb, x| unsafe { avx2::tile_q8_0::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }),
             Format::Q5_0 => return Some(|w, rb, x| unsafe { avx2::tile_q5_0::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }),
-            _ => {}
+            Format::Q4K => return Some(|w, rb, x| unsafe { avx2::tile_q4k::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }),
+            Format::Q6K => return Some(|w, rb, x| unsafe { avx2::tile_q6k::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }),
         }
     }
     let _ = format;
