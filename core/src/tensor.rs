@@ -136,14 +136,12 @@ impl Tensor {
     /// All values as f32 (row-major), converting from any float dtype.
     pub fn to_vec_f32(&self) -> Result<Vec<f32>> {
         let t = if self.dtype() == DType::F32 { self.clone() } else { self.to_dtype(DType::F32)? };
-        let b = t.to_bytes()?;
-        Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        Ok(words_from_le::<f32>(&t.to_bytes()?))
     }
 
     pub fn to_vec_u32(&self) -> Result<Vec<u32>> {
         let t = if self.dtype() == DType::U32 { self.clone() } else { self.to_dtype(DType::U32)? };
-        let b = t.to_bytes()?;
-        Ok(b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        Ok(words_from_le::<u32>(&t.to_bytes()?))
     }
 
     // ---- the op set -------------------------------------------------------------------------
@@ -460,5 +458,45 @@ pub struct Conv1dParams {
 impl Default for Conv1dParams {
     fn default() -> Self {
         Conv1dParams { stride: 1, padding: 0, dilation: 1, groups: 1 }
+    }
+}
+
+/// A 4-byte number type every bit pattern of which is a valid value (f32, u32).
+trait Word: Copy {
+    // Read on big-endian hosts only (little-endian ones copy the bytes as they are).
+    #[cfg_attr(target_endian = "little", allow(dead_code))]
+    fn from_le(bytes: [u8; 4]) -> Self;
+}
+
+impl Word for f32 {
+    fn from_le(bytes: [u8; 4]) -> Self {
+        f32::from_le_bytes(bytes)
+    }
+}
+
+impl Word for u32 {
+    fn from_le(bytes: [u8; 4]) -> Self {
+        u32::from_le_bytes(bytes)
+    }
+}
+
+/// Little-endian words decoded from `bytes`: one copy on little-endian hosts (a decode step's
+/// logits, a vocabulary of floats, come out this way every token).
+fn words_from_le<T: Word>(bytes: &[u8]) -> Vec<T> {
+    let n = bytes.len() / 4;
+    #[cfg(target_endian = "little")]
+    {
+        let mut out = Vec::<T>::with_capacity(n);
+        // SAFETY: a `Word` is 4 bytes, any bit pattern is valid, and on a little-endian host its
+        // memory layout is its little-endian bytes; `out` has room for the n values written.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr() as *mut u8, n * 4);
+            out.set_len(n);
+        }
+        out
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        bytes.chunks_exact(4).map(|c| T::from_le([c[0], c[1], c[2], c[3]])).collect()
     }
 }

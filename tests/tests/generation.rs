@@ -143,3 +143,40 @@ fn qwen2_and_qwen3_are_told_apart_by_their_weights_without_model_type() {
         assert_eq!(got, case.greedy);
     }
 }
+
+/// A rotating (windowed) layer cache returns, at every append, the previous `window` positions
+/// followed by the new ones, across its buffer moves and a prefill longer than the window.
+#[test]
+fn rotating_cache_returns_the_window_and_the_new_positions() {
+    use infer_core::{LayerCache, Tensor};
+    let (heads, d, window) = (2, 3, 5);
+    for setup in Setup::all() {
+        let backend = setup.registry().unwrap().backend(Some(setup.backend()), None).unwrap();
+        let mut cache = LayerCache::new(window);
+        // history[p]: position p's values for each head (the key; the value is its negation).
+        let mut history: Vec<Vec<f32>> = Vec::new();
+        let steps = [3usize, 1, 1, 7, 1].into_iter().chain(std::iter::repeat_n(1, 600)).chain([700, 1, 2, 1]);
+        for t in steps {
+            let new: Vec<Vec<f32>> = (history.len()..history.len() + t)
+                .map(|p| (0..heads * d).map(|i| (p * 16 + i) as f32).collect())
+                .collect();
+            // (1, heads, t, d) row-major.
+            let layout = |rows: &[Vec<f32>], sign: f32| -> Vec<f32> {
+                (0..heads)
+                    .flat_map(|h| rows.iter().flat_map(move |r| r[h * d..(h + 1) * d].iter().map(move |v| sign * v)))
+                    .collect()
+            };
+            let k = Tensor::from_f32(&backend, &layout(&new, 1.0), &[1, heads, t, d]).unwrap();
+            let v = Tensor::from_f32(&backend, &layout(&new, -1.0), &[1, heads, t, d]).unwrap();
+            let kept = history.len().min(window);
+            let mut want = history[history.len() - kept..].to_vec();
+            want.extend(new.iter().cloned());
+            history.extend(new);
+            let (k_all, v_all) = cache.append(&k, &v).unwrap();
+            assert_eq!(k_all.dims(), [1, heads, kept + t, d], "{setup:?}");
+            assert_eq!(k_all.contiguous().unwrap().to_vec_f32().unwrap(), layout(&want, 1.0), "{setup:?} t {t}");
+            assert_eq!(v_all.contiguous().unwrap().to_vec_f32().unwrap(), layout(&want, -1.0), "{setup:?} t {t}");
+            assert_eq!(cache.offset(), history.len());
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! Bytes <-> tensors and dtype mapping between infer and candle.
 
-use candle_core::{DType as C, Device, Tensor};
+use candle_core::{CpuStorage, DType as C, Device, Storage, Tensor};
 use half::{bf16, f16};
 use infer_core::{DType, Error, Result};
 
@@ -134,6 +134,22 @@ pub fn dense_from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<T
 
 /// Row-major little-endian bytes of a dense tensor (copied out of strided views as needed).
 pub fn dense_to_bytes(t: &Tensor) -> candle_core::Result<Vec<u8>> {
+    // A contiguous tensor's values are encoded straight from its storage (one copy, not two:
+    // the logits of every decode step come out this way).
+    {
+        let (storage, layout) = t.storage_and_layout();
+        if let (Storage::Cpu(cpu), Some((a, z))) = (&*storage, layout.contiguous_offsets()) {
+            match cpu {
+                CpuStorage::F32(v) => return Ok(encode(&v[a..z])),
+                CpuStorage::F16(v) => return Ok(encode(&v[a..z])),
+                CpuStorage::BF16(v) => return Ok(encode(&v[a..z])),
+                CpuStorage::U8(v) => return Ok(encode(&v[a..z])),
+                CpuStorage::U32(v) => return Ok(encode(&v[a..z])),
+                CpuStorage::I64(v) => return Ok(encode(&v[a..z])),
+                _ => {}
+            }
+        }
+    }
     let flat = t.flatten_all()?;
     Ok(match t.dtype() {
         C::F32 => encode(&flat.to_vec1::<f32>()?),

@@ -1,7 +1,11 @@
 //! Element-wise ops: unary functions, broadcasting binary ops and comparisons, `where`,
 //! affine / powf / clamp, dtype casts. Mixed dtypes are promoted like PyTorch does.
+//!
+//! The f32 GELU (tanh) and SiLU, which run on every MLP activation, are computed here rather
+//! than by candle (whose f32 versions call libm's `tanhf` / `expf` one value at a time): both are
+//! `x · σ(z)` with a polynomial `exp` the compiler vectorizes, AVX2 where the CPU has it.
 
-use candle_core::{DType as C, Result, Shape, Tensor};
+use candle_core::{CpuStorage, DType as C, Result, Shape, Storage, Tensor};
 use infer_core::{BinaryOp, CmpOp, UnaryOp};
 
 pub fn is_float(d: C) -> bool {
@@ -70,8 +74,14 @@ pub fn unary(x: &Tensor, op: UnaryOp) -> Result<Tensor> {
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Sigmoid => candle_nn::ops::sigmoid(x),
         UnaryOp::Relu => x.relu(),
-        UnaryOp::Silu => x.silu(),
-        UnaryOp::GeluTanh => x.gelu(),
+        UnaryOp::Silu => match map_f32(x, Act::Silu)? {
+            Some(y) => Ok(y),
+            None => x.silu(),
+        },
+        UnaryOp::GeluTanh => match map_f32(x, Act::GeluTanh)? {
+            Some(y) => Ok(y),
+            None => x.gelu(),
+        },
         UnaryOp::GeluErf => x.gelu_erf(),
     }
 }
@@ -152,4 +162,238 @@ pub fn to_dtype(x: &Tensor, d: C) -> Result<Tensor> {
 /// `x` broadcast to `shape` (a view; PyTorch `expand`).
 pub fn broadcast(x: &Tensor, shape: &[usize]) -> Result<Tensor> {
     x.broadcast_as(Shape::from_dims(shape))
+}
+
+/// An activation computed by [`map_f32`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Act {
+    /// `x · σ(x)`.
+    Silu,
+    /// transformers' `gelu_pytorch_tanh`, `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
+    GeluTanh,
+}
+
+/// Below this many values an activation runs on the calling thread.
+const ACT_PARALLEL_MIN: usize = 1 << 15;
+/// Values per work item when split across the pool.
+const ACT_CHUNK: usize = 1 << 12;
+
+/// `act` of an f32 CPU tensor into a new contiguous tensor; `None` for other dtypes.
+fn map_f32(x: &Tensor, act: Act) -> Result<Option<Tensor>> {
+    if x.dtype() != C::F32 || !x.device().is_cpu() {
+        return Ok(None);
+    }
+    let x = x.contiguous()?;
+    let out = {
+        let (storage, layout) = x.storage_and_layout();
+        let (Storage::Cpu(CpuStorage::F32(v)), Some((a, z))) = (&*storage, layout.contiguous_offsets()) else {
+            return Ok(None);
+        };
+        let src = &v[a..z];
+        let mut out = vec![0f32; src.len()];
+        if src.len() < ACT_PARALLEL_MIN {
+            act_slice(act, src, &mut out);
+        } else {
+            let dst = OutPtr(out.as_mut_ptr());
+            let chunks = src.len().div_ceil(ACT_CHUNK);
+            candle_core::utils::barrier_pool().execute_chunked(chunks, |r| {
+                let dst = &dst;
+                let (lo, hi) = (r.start * ACT_CHUNK, (r.end * ACT_CHUNK).min(src.len()));
+                // SAFETY: each chunk index goes to one worker; the ranges are disjoint and in bounds.
+                let d = unsafe { std::slice::from_raw_parts_mut(dst.0.add(lo), hi - lo) };
+                act_slice(act, &src[lo..hi], d);
+            });
+        }
+        out
+    };
+    Ok(Some(Tensor::from_vec(out, x.shape(), x.device())?))
+}
+
+struct OutPtr(*mut f32);
+// SAFETY: hands disjoint ranges of one buffer to the pool's threads.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+/// `act` of `src` into `dst` (same length), AVX2 where the CPU has it. The AVX2 and portable
+/// builds run the same operations (no fused multiply-adds), so they agree bit for bit.
+fn act_slice(act: Act, src: &[f32], dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: avx2 checked at run time.
+        return unsafe { act_slice_avx2(act, src, dst) };
+    }
+    act_body(act, src, dst)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn act_slice_avx2(act: Act, src: &[f32], dst: &mut [f32]) {
+    act_body(act, src, dst)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    use std::sync::OnceLock;
+    static AVX2: OnceLock<bool> = OnceLock::new();
+    *AVX2.get_or_init(|| std::is_x86_feature_detected!("avx2"))
+}
+
+#[inline(always)]
+fn act_body(act: Act, src: &[f32], dst: &mut [f32]) {
+    match act {
+        Act::Silu => dst.iter_mut().zip(src).for_each(|(y, &x)| *y = silu(x)),
+        Act::GeluTanh => dst.iter_mut().zip(src).for_each(|(y, &x)| *y = gelu_tanh(x)),
+    }
+}
+
+/// `x · σ(x)`.
+#[inline(always)]
+fn silu(x: f32) -> f32 {
+    x_sigmoid(x, -(x as f64))
+}
+
+/// `0.5 x (1 + tanh(u)) = x · σ(2u)`, `u = √(2/π) (x + 0.044715 x³)`. The sigmoid form has no
+/// `1 + tanh` cancellation for negative x; `2u` is formed in f64 so that its rounding is not
+/// magnified by `exp` (relative error ≈ |2u| × the argument's) in the negative tail.
+#[inline(always)]
+fn gelu_tanh(x: f32) -> f32 {
+    const TWO_SQRT_2_OVER_PI: f64 = 2.0 * 0.797_884_560_802_865_4;
+    let v = x as f64;
+    x_sigmoid(x, -TWO_SQRT_2_OVER_PI * (v + 0.044715 * (v * v * v)))
+}
+
+/// `x / (1 + e^w)`, i.e. `x · σ(-w)`, evaluated as `x · e^{-|w|} / (1 + e^{-|w|})` when `w > 0`
+/// so that `exp` never overflows. NaN propagates.
+#[inline(always)]
+fn x_sigmoid(x: f32, w: f64) -> f32 {
+    let e = exp_neg(-w.abs());
+    let num = if w > 0.0 { x * e } else { x };
+    num / (1.0 + e)
+}
+
+/// `e^a` for `a <= 0` (NaN propagates): `a = n ln2 + r` in f64 (exact enough that only the
+/// polynomial's error remains), `e^r` by Cephes' `expf` polynomial (|r| <= ln2/2, ≈ 1 ulp), and
+/// `2^n` built in the exponent bits. Below -87 (e^a < 1.7e-38, subnormal territory) it is 0.
+#[inline(always)]
+#[allow(clippy::excessive_precision)] // Cephes' coefficients as published (each rounds to its f32)
+fn exp_neg(a: f64) -> f32 {
+    const LOG2_E: f64 = std::f64::consts::LOG2_E;
+    const LN_2: f64 = std::f64::consts::LN_2;
+    // Adding 1.5 · 2^52 rounds an f64 of magnitude < 2^51 to an integer (ties to even).
+    const ROUND64: f64 = 6_755_399_441_055_744.0;
+    // Likewise 1.5 · 2^23 for f32: afterwards the low mantissa bits hold the integer.
+    const ROUND32: f32 = 12_582_912.0;
+    let tiny = a < -87.0;
+    let a = if tiny { -87.0 } else { a };
+    let n = (a * LOG2_E + ROUND64) - ROUND64;
+    let r = (a - n * LN_2) as f32;
+    let p = 1.987_569_15e-4f32;
+    let p = p * r + 1.398_199_950_7e-3;
+    let p = p * r + 8.333_451_907_3e-3;
+    let p = p * r + 4.166_579_589_4e-2;
+    let p = p * r + 1.666_666_545_9e-1;
+    let p = p * r + 5.000_000_120_1e-1;
+    let er = p * (r * r) + r + 1.0;
+    // n is an integer in [-126, 0]: 2^n from its bits.
+    let nb = ((n as f32 + ROUND32).to_bits() as i32).wrapping_sub(ROUND32.to_bits() as i32);
+    let two_n = f32::from_bits((nb.wrapping_add(127) << 23) as u32);
+    if tiny {
+        0.0
+    } else {
+        er * two_n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gelu_ref(x: f32) -> f64 {
+        let v = x as f64;
+        let u = (2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v * v * v);
+        // 0.5 v (1 + tanh u) = v / (1 + e^{-2u}), without cancellation.
+        v / (1.0 + (-2.0 * u).exp())
+    }
+
+    fn silu_ref(x: f32) -> f64 {
+        let v = x as f64;
+        v / (1.0 + (-v).exp())
+    }
+
+    /// Error in units of the last place of the f32 nearest the reference (for references below
+    /// 1e-30, where the exp underflows, an absolute 1e-30 passes).
+    fn ulps(got: f32, want: f64) -> f64 {
+        let w = want as f32;
+        if want.abs() < 1e-30 {
+            return if (got as f64 - want).abs() < 1e-30 { 0.0 } else { f64::INFINITY };
+        }
+        let ulp = (f32::from_bits(w.abs().to_bits() + 1) - w.abs()) as f64;
+        (got as f64 - want).abs() / ulp
+    }
+
+    fn inputs() -> Vec<f32> {
+        let mut x: Vec<f32> = (-40_000..=40_000).map(|i| i as f32 * 3e-4).collect();
+        x.extend((-2000..=2000).map(|i| i as f32 * 0.05));
+        x.extend([0.0, -0.0, 1e-30, -1e-30, 1e-8, -1e-8, 3e38, -3e38]);
+        x
+    }
+
+    #[test]
+    fn activations_are_within_a_few_ulp_of_f64() {
+        let x = inputs();
+        for (act, reference, bound) in
+            [(Act::GeluTanh, gelu_ref as fn(f32) -> f64, 4.0), (Act::Silu, silu_ref as fn(f32) -> f64, 4.0)]
+        {
+            let mut y = vec![0f32; x.len()];
+            act_slice(act, &x, &mut y);
+            let mut worst = (0.0, 0.0);
+            for (&xi, &yi) in x.iter().zip(&y) {
+                let e = ulps(yi, reference(xi));
+                if e > worst.0 {
+                    worst = (e, xi);
+                }
+            }
+            assert!(worst.0 <= bound, "{act:?}: {} ulp at x = {}", worst.0, worst.1);
+        }
+    }
+
+    #[test]
+    fn activations_handle_special_values() {
+        for act in [Act::GeluTanh, Act::Silu] {
+            let x = [f32::NAN, f32::INFINITY, 0.0, -0.0];
+            let mut y = [1f32; 4];
+            act_slice(act, &x, &mut y);
+            assert!(y[0].is_nan(), "{act:?}");
+            assert_eq!(y[1], f32::INFINITY, "{act:?}");
+            assert_eq!((y[2], y[3]), (0.0, 0.0), "{act:?}");
+            let mut big = [0f32; 2];
+            act_slice(act, &[-1e4, -3e38], &mut big);
+            assert!(big.iter().all(|v| v.abs() < 1e-30 && v.is_finite()), "{act:?}: {big:?}");
+        }
+    }
+
+    #[test]
+    fn simd_and_portable_builds_agree() {
+        let x = inputs();
+        for act in [Act::GeluTanh, Act::Silu] {
+            let (mut a, mut b) = (vec![0f32; x.len()], vec![0f32; x.len()]);
+            act_slice(act, &x, &mut a);
+            act_body(act, &x, &mut b);
+            let (a, b): (Vec<u32>, Vec<u32>) =
+                (a.iter().map(|v| v.to_bits()).collect(), b.iter().map(|v| v.to_bits()).collect());
+            assert!(a == b, "{act:?}");
+        }
+    }
+
+    #[test]
+    fn tensor_path_matches_slices() {
+        let mut x = inputs();
+        x.truncate(x.len() / 3 * 3);
+        let t = Tensor::from_vec(x.clone(), (x.len() / 3, 3), &candle_core::Device::Cpu).unwrap();
+        // Strided (transposed) and large enough to be split across the pool.
+        let y = unary(&t.t().unwrap(), UnaryOp::GeluTanh).unwrap().t().unwrap();
+        let mut want = vec![0f32; x.len()];
+        act_slice(Act::GeluTanh, &x, &mut want);
+        assert_eq!(y.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want);
+    }
 }

@@ -2,7 +2,8 @@
 //!
 //! A layer cache grows in chunks written in place (`SliceAssign`), so a decode step copies only
 //! the new token's K/V; a rotating cache keeps the last `window` positions (sliding-window layers,
-//! or every layer when the user bounds the context).
+//! or every layer when the user bounds the context) in a buffer with a chunk of room past them:
+//! it advances its start instead of moving the window each step.
 
 use abi_stable::{
     std_types::{ROption, RVec},
@@ -19,7 +20,9 @@ const CHUNK: usize = 256;
 pub struct LayerCache {
     k: ROption<Tensor>,
     v: ROption<Tensor>,
-    /// Valid positions held in the buffers.
+    /// First valid position in the buffers (a rotating cache advances it instead of moving data).
+    start: usize,
+    /// Valid positions held in the buffers, from `start`.
     len: usize,
     /// Tokens seen so far: the absolute position of the next token.
     offset: usize,
@@ -29,7 +32,7 @@ pub struct LayerCache {
 
 impl LayerCache {
     pub fn new(window: usize) -> Self {
-        LayerCache { k: ROption::RNone, v: ROption::RNone, len: 0, offset: 0, window }
+        LayerCache { k: ROption::RNone, v: ROption::RNone, start: 0, len: 0, offset: 0, window }
     }
 
     pub fn offset(&self) -> usize {
@@ -46,41 +49,43 @@ impl LayerCache {
     pub fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
         let t = k.dim(2);
         self.offset += t;
-        if self.window > 0 {
-            return self.append_rotating(k, v, t);
+        let fits = matches!(&self.k, ROption::RSome(kb) if kb.dim(2) >= self.start + self.len + t);
+        if !fits {
+            // A rotating cache keeps a chunk of room past its window, so it moves its window to
+            // the front of a new buffer once per CHUNK tokens rather than every step.
+            let room = if self.window > 0 { CHUNK } else { 0 };
+            self.relocate(k, (self.len + t + room).div_ceil(CHUNK) * CHUNK)?;
         }
-        let (k_all, v_all) = match (&self.k, &self.v) {
-            (ROption::RSome(kb), ROption::RSome(vb)) if kb.dim(2) >= self.len + t => {
-                let kb = kb.clone().slice_assign(k, 2, self.len)?;
-                let vb = vb.clone().slice_assign(v, 2, self.len)?;
-                (kb, vb)
-            }
-            (old_k, old_v) => {
-                let capacity = (self.len + t).div_ceil(CHUNK) * CHUNK;
-                let kb = grow(old_k, k, self.len, capacity)?;
-                let vb = grow(old_v, v, self.len, capacity)?;
-                (kb, vb)
-            }
+        let (ROption::RSome(kb), ROption::RSome(vb)) = (&self.k, &self.v) else {
+            return Err(Error::backend("kv cache: buffers missing after allocation"));
         };
+        let end = self.start + self.len;
+        let kb = kb.clone().slice_assign(k, 2, end)?;
+        let vb = vb.clone().slice_assign(v, 2, end)?;
         self.len += t;
-        let out = (k_all.narrow(2, 0, self.len)?, v_all.narrow(2, 0, self.len)?);
-        self.k = ROption::RSome(k_all);
-        self.v = ROption::RSome(v_all);
+        let out = (kb.narrow(2, self.start, self.len)?, vb.narrow(2, self.start, self.len)?);
+        let capacity = kb.dim(2);
+        self.k = ROption::RSome(kb);
+        self.v = ROption::RSome(vb);
+        if self.window > 0 && self.len > self.window {
+            self.start += self.len - self.window;
+            self.len = self.window;
+            // After a prefill longer than the window, give the excess back.
+            let compact = (self.window + CHUNK).div_ceil(CHUNK) * CHUNK;
+            if capacity > compact + CHUNK {
+                self.relocate(k, compact)?;
+            }
+        }
         Ok(out)
     }
 
-    fn append_rotating(&mut self, k: &Tensor, v: &Tensor, t: usize) -> Result<(Tensor, Tensor)> {
-        let (k_all, v_all) = match (&self.k, &self.v) {
-            (ROption::RSome(kc), ROption::RSome(vc)) => (Tensor::concat(&[kc, k], 2)?, Tensor::concat(&[vc, v], 2)?),
-            _ => (k.clone(), v.clone()),
-        };
-        let total = k_all.dim(2);
-        let keep = total.min(self.window);
-        self.k = ROption::RSome(k_all.narrow(2, total - keep, keep)?.contiguous()?);
-        self.v = ROption::RSome(v_all.narrow(2, total - keep, keep)?.contiguous()?);
-        self.len = keep;
-        let _ = t;
-        Ok((k_all, v_all))
+    /// Moves the valid positions to the front of new zero buffers of `capacity` positions
+    /// (shaped like `like` otherwise).
+    fn relocate(&mut self, like: &Tensor, capacity: usize) -> Result<()> {
+        self.k = ROption::RSome(moved(&self.k, like, self.start, self.len, capacity)?);
+        self.v = ROption::RSome(moved(&self.v, like, self.start, self.len, capacity)?);
+        self.start = 0;
+        Ok(())
     }
 
     pub fn reset(&mut self) {
@@ -88,17 +93,15 @@ impl LayerCache {
     }
 }
 
-/// A zero buffer of `capacity` positions holding the first `len` positions of `old` and `new`.
-fn grow(old: &ROption<Tensor>, new: &Tensor, len: usize, capacity: usize) -> Result<Tensor> {
-    let mut shape = new.dims().to_vec();
+/// A zero buffer of `capacity` positions holding positions `start..start + len` of `old` first.
+fn moved(old: &ROption<Tensor>, like: &Tensor, start: usize, len: usize, capacity: usize) -> Result<Tensor> {
+    let mut shape = like.dims().to_vec();
     shape[2] = capacity;
-    let mut buf = Tensor::zeros(new.backend(), new.dtype(), &shape)?;
-    if let ROption::RSome(old) = old {
-        if len > 0 {
-            buf = buf.slice_assign(&old.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
-        }
+    let buf = Tensor::zeros(like.backend(), like.dtype(), &shape)?;
+    match old {
+        ROption::RSome(old) if len > 0 => buf.slice_assign(&old.narrow(2, start, len)?.contiguous()?, 2, 0),
+        _ => Ok(buf),
     }
-    buf.slice_assign(&new.contiguous()?, 2, len)
 }
 
 /// The caches of all layers of one sequence (or one batch of sequences).

@@ -79,15 +79,32 @@ impl Sampler {
     }
 }
 
-/// Index of the largest logit (the first one on ties, as torch.argmax).
+/// Index of the largest logit (the first one on ties, as torch.argmax). NaNs never win (and a
+/// NaN first logit, which nothing compares greater than, makes it 0).
 pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > logits[best] {
-            best = i;
+    // The same answer as a scan keeping the first strictly greater value, in two vectorizable
+    // passes over the (vocabulary-sized) row: the maximum lane by lane, then its first index.
+    const LANES: usize = 16;
+    let Some(&first) = logits.first() else { return 0 };
+    let mut acc = [first; LANES];
+    let mut chunks = logits.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = if v > *a { v } else { *a };
         }
     }
-    best as u32
+    let mut max = first;
+    for &v in acc.iter().chain(chunks.remainder()) {
+        if v > max {
+            max = v;
+        }
+    }
+    if max.is_nan() {
+        return 0;
+    }
+    let chunk = logits.chunks(LANES).position(|c| c.iter().fold(false, |hit, &v| hit | (v == max))).unwrap_or(0);
+    let within = logits[chunk * LANES..].iter().position(|&v| v == max).unwrap_or(0);
+    (chunk * LANES + within) as u32
 }
 
 /// CTRL-style penalty: positive logits of seen ids are divided by `penalty`, negative ones
@@ -115,6 +132,45 @@ mod tests {
     fn greedy_takes_first_max() {
         let mut s = Sampler::new(&cfg(0.0));
         assert_eq!(s.sample(&mut [0.1, 3.0, 3.0, -1.0], &[]), 1);
+    }
+
+    /// The sequential definition: the first index holding a strictly greater value.
+    fn argmax_scan(logits: &[f32]) -> u32 {
+        let mut best = 0;
+        for (i, &v) in logits.iter().enumerate() {
+            if v > logits[best] {
+                best = i;
+            }
+        }
+        best as u32
+    }
+
+    #[test]
+    fn argmax_matches_the_sequential_scan() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut rows: Vec<Vec<f32>> = (0..200)
+            .map(|r| {
+                (0..(r * 7 % 100))
+                    .map(|_| {
+                        s ^= s << 13;
+                        s ^= s >> 7;
+                        s ^= s << 17;
+                        // Few distinct values, so ties are common.
+                        ((s >> 59) as f32 - 16.0) / 4.0
+                    })
+                    .collect()
+            })
+            .collect();
+        rows.push(vec![]);
+        rows.push(vec![f32::NAN, 1.0, 2.0]);
+        rows.push(vec![1.0, f32::NAN, 3.0, 3.0]);
+        rows.push(vec![-0.0, 0.0, -1.0]);
+        rows.push(vec![0.0, -0.0]);
+        rows.push(vec![f32::NEG_INFINITY; 40]);
+        rows.push((0..40).map(|i| if i == 33 { f32::INFINITY } else { i as f32 }).collect());
+        for row in &rows {
+            assert_eq!(argmax(row), argmax_scan(row), "{row:?}");
+        }
     }
 
     #[test]
