@@ -135,8 +135,11 @@ pub enum Op<'a> {
     /// [q(b,hq,tq,d), k(b,hkv,tk,d), v(b,hkv,tk,dv), mask?] -> (b,hq,tq,dv).
     /// `hq` must be a multiple of `hkv` (grouped-query attention). With `causal`, query i sits at
     /// absolute position `tk - tq + i`; `window` limits each query to the last `window` keys; an
-    /// explicit additive mask (broadcastable to (b,hq,tq,tk)) is added to the scores; `softcap`
-    /// > 0 applies `softcap * tanh(s / softcap)` to the scores.
+    /// explicit additive mask (broadcastable to (b,hq,tq,tk)) is added to the scores; a positive
+    /// `softcap` applies `softcap * tanh(s / softcap)` to the scores. The output has q's dtype.
+    /// k and v share a float dtype, which may differ from q's (a KV cache stored in f16): the
+    /// products then take their inputs at the cache's precision, q rounded to it (backends may
+    /// also round the probabilities to it, as half-precision matmuls do), accumulating in f32.
     Attention { scale: f32, causal: bool, window: usize, softcap: f32 },
     /// [x(b,cin,l), w(cout,cin/groups,k), bias?] -> (b,cout,l')
     Conv1d { stride: usize, padding: usize, dilation: usize, groups: usize },

@@ -259,7 +259,8 @@ impl Registry {
         let path_str = ckpt.path.to_string_lossy();
         let lm = lift((entry.plugin.load_text)(path_str.as_ref().into(), &backend, &options))?;
         let add_bos = tokenizer.adds_bos();
-        Ok(Box::new(LlmEngine::new(lm, Arc::from(tokenizer), backend, &ckpt.model_type, cfg.context_len, add_bos)))
+        let engine = LlmEngine::new(lm, Arc::from(tokenizer), backend, &ckpt.model_type, cfg.context_len, add_bos);
+        Ok(Box::new(engine.with_kv_dtype(cfg.kv_dtype)?))
     }
 }
 

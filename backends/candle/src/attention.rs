@@ -23,6 +23,9 @@ pub struct AttnParams {
     pub causal: bool,
     pub window: usize,
     pub softcap: f32,
+    /// Round the probabilities to this dtype before they multiply v (set for a cache stored in
+    /// another dtype than q's).
+    pub probs_dtype: Option<C>,
 }
 
 fn to_f32(t: &Tensor) -> Result<Tensor> {
@@ -74,14 +77,28 @@ fn attention_blocked(
     if p.causal && tq > tk {
         candle_core::bail!("causal attention with more queries ({tq}) than keys ({tk})");
     }
-    if q.dtype() != k.dtype() || q.dtype() != v.dtype() {
-        candle_core::bail!("q, k, v dtypes differ: {:?}, {:?}, {:?}", q.dtype(), k.dtype(), v.dtype());
+    let float = |d: C| matches!(d, C::F32 | C::F16 | C::BF16);
+    if k.dtype() != v.dtype() || !float(q.dtype()) || !float(k.dtype()) {
+        candle_core::bail!(
+            "q, k, v must be float with k and v alike: {:?}, {:?}, {:?}",
+            q.dtype(),
+            k.dtype(),
+            v.dtype()
+        );
     }
     let out_dtype = q.dtype();
     if tq == 0 {
         return Tensor::zeros((b, hq, 0, v.dim(3)?), out_dtype, q.device());
     }
+    // A cache in another dtype than q's (f16 keys and values): both products take their inputs
+    // at the cache's precision, as a half-precision matmul would (llama.cpp's f16 cache does).
+    let cache_dtype = (k.dtype() != q.dtype()).then_some(k.dtype());
+    let q = match cache_dtype {
+        Some(d) => &q.to_dtype(d)?,
+        None => q,
+    };
     let (qf, kf, vf) = (to_f32(q)?, matmul_ready(to_f32(k)?)?, matmul_ready(to_f32(v)?)?);
+    let p = AttnParams { probs_dtype: cache_dtype, ..p };
 
     // The mask as rank 4, each dim 1 or full.
     let mask = match mask {
@@ -173,7 +190,10 @@ fn attend_block(
     }
 
     let op = MaskedSoftmax { vis, softcap };
-    let probs = scores.contiguous()?.apply_op1_no_bwd(&op)?;
+    let mut probs = scores.contiguous()?.apply_op1_no_bwd(&op)?;
+    if let Some(d) = p.probs_dtype {
+        probs = probs.to_dtype(d)?.to_dtype(C::F32)?;
+    }
     let out = bmm(&probs, &vb)?; // (b, hkv, rep·c, dv)
     out.reshape((b, hq, c, dv))
 }
@@ -413,7 +433,7 @@ mod tests {
             (false, 0, 0.0, true),
             (false, 5, 0.0, false),
         ] {
-            let p = AttnParams { scale: 0.5, causal, window, softcap };
+            let p = AttnParams { scale: 0.5, causal, window, softcap, probs_dtype: None };
             let m = with_mask.then_some(&mask);
             let one = attention_blocked(&q, &k, &v, m, p, usize::MAX).unwrap();
             for rows in [1, 2, 4] {

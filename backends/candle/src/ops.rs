@@ -82,9 +82,13 @@ fn run(op: Op<'_>, ts: &[&CandleTensor]) -> candle_core::Result<Tensor> {
         Op::RmsNorm { eps } => norm::rms_norm(d(0)?, d(1)?, eps),
         Op::LayerNorm { eps } => norm::layer_norm(d(0)?, d(1)?, opt(2)?, eps),
         Op::Rope(layout) => norm::rope(d(0)?, d(1)?, d(2)?, layout),
-        Op::Attention { scale, causal, window, softcap } => {
-            attention::attention(d(0)?, d(1)?, d(2)?, opt(3)?, AttnParams { scale, causal, window, softcap })
-        }
+        Op::Attention { scale, causal, window, softcap } => attention::attention(
+            d(0)?,
+            d(1)?,
+            d(2)?,
+            opt(3)?,
+            AttnParams { scale, causal, window, softcap, probs_dtype: None },
+        ),
         Op::Conv1d { stride, padding, dilation, groups } => {
             let p = ConvParams { stride, padding, dilation, groups, output_padding: 0 };
             conv::conv1d(d(0)?, d(1)?, opt(2)?, p)

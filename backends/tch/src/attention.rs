@@ -43,19 +43,20 @@ pub fn attention(q: &TchTensor, k: &TchTensor, v: &TchTensor, mask: Option<&TchT
     if p.causal && tq > tk {
         bail!("causal attention with more queries ({tq}) than keys ({tk})");
     }
-    if q.dtype != k.dtype || q.dtype != v.dtype {
-        bail!("q, k, v dtypes differ: {}, {}, {}", q.dtype, k.dtype, v.dtype);
-    }
-    if !q.is_float() {
-        bail!("attention needs float tensors, got {}", q.dtype);
+    if k.dtype != v.dtype || !q.is_float() || !k.is_float() {
+        bail!("q, k, v must be float with k and v alike: {}, {}, {}", q.dtype, k.dtype, v.dtype);
     }
     let out_kind = q.t.f_kind()?;
     let device = q.t.device();
     if tq == 0 {
         return TchTensor::new(Tensor::f_zeros([b as i64, hq as i64, 0, dv as i64], (out_kind, device))?, false);
     }
-    let ck = if device == Device::Cpu { Kind::Float } else { out_kind };
-    let (qc, kc, vc) = (cast(&q.t, ck)?, cast(&k.t, ck)?, cast(&v.t, ck)?);
+    // A cache in another dtype than q's (f16 keys and values): q is taken at the cache's
+    // precision; on CUDA the whole attention then runs in that dtype.
+    let cache_kind = k.t.f_kind()?;
+    let ck = if device == Device::Cpu { Kind::Float } else { cache_kind };
+    let q_at_cache = if cache_kind != out_kind { cast(&q.t, cache_kind)? } else { q.t.shallow_clone() };
+    let (qc, kc, vc) = (cast(&q_at_cache, ck)?, cast(&k.t, ck)?, cast(&v.t, ck)?);
 
     let user_mask = match mask {
         None => None,

@@ -24,6 +24,10 @@ pub struct ModelArgs {
     /// Bound the KV cache to this many tokens (0: unbounded).
     #[arg(long, default_value_t = 0)]
     pub context_len: usize,
+    /// Storage dtype of the KV cache: f32, f16 or bf16 (default: the compute dtype). f16 halves
+    /// the cache and matches llama.cpp's default cache.
+    #[arg(long)]
+    pub kv_dtype: Option<String>,
 }
 
 /// Where tools/models/fetch.sh puts the real models.
@@ -62,11 +66,19 @@ impl ModelArgs {
         let Some(dtype) = DType::parse_float(&self.dtype) else {
             bail!("--dtype {}: expected f32, f16 or bf16", self.dtype);
         };
+        let kv_dtype = match &self.kv_dtype {
+            None => None,
+            Some(s) => match DType::parse_float(s) {
+                Some(d) => Some(d),
+                None => bail!("--kv-dtype {s}: expected f32, f16 or bf16"),
+            },
+        };
         Ok(LoadConfig {
             backend: self.backend.clone(),
             device: self.device.clone(),
             context_len: self.context_len,
             dtype: Some(dtype),
+            kv_dtype,
             ..Default::default()
         })
     }

@@ -65,8 +65,8 @@ pub fn load_library(path: &Path) -> Result<LoadedLibrary> {
             }
             LibraryError::AbiInstability(_) => {
                 format!(
-                    "ABI mismatch: its plugin interface does not match this infer-core ({})",
-                    first_line(&e.to_string())
+                    "ABI mismatch: its plugin interface does not match this infer-core ({}); rebuild the plugin against this infer-core",
+                    abi_mismatch_summary(&e.to_string())
                 )
             }
             _ => e.to_string(),
@@ -84,6 +84,27 @@ pub fn load_library(path: &Path) -> Result<LoadedLibrary> {
 
 fn first_line(s: &str) -> &str {
     s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s)
+}
+
+/// The first concrete difference in abi_stable's layout report ("incompatible type size:
+/// expected 48, found 56"); that report prints both whole type layouts first, hundreds of lines
+/// in which the difference is hard to find.
+fn abi_mismatch_summary(report: &str) -> String {
+    let mut lines = report.lines().map(str::trim);
+    let Some(what) = lines.find_map(|l| l.strip_prefix("Error:")) else {
+        return first_line(report).to_string();
+    };
+    let mut value_after = |label: &str| {
+        lines.by_ref().find(|l| *l == label)?;
+        lines.by_ref().find(|l| !l.is_empty()).map(str::to_string)
+    };
+    let expected = value_after("Expected:");
+    let found = value_after("Found:");
+    let what = if what.is_empty() { "layout differs" } else { what };
+    match (expected, found) {
+        (Some(e), Some(f)) => format!("{what}: expected {e}, found {f}"),
+        _ => what.to_string(),
+    }
 }
 
 /// Exports this crate's registered plugins (everything it `register_*!`-ed) as a plugin
@@ -106,4 +127,20 @@ macro_rules! export_plugin_library {
             $crate::plugin::library::PluginLibrary { name, backends, models }.leak_into_prefix()
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::abi_mismatch_summary;
+
+    #[test]
+    fn abi_report_is_summarized_to_its_first_difference() {
+        // The shape of abi_stable's AbiInstabilityErrors text.
+        let report = "Compared <this>:\n    --- Type Layout ---\n    type: PluginLibrary\n\nTo <other>:\n    ...\n\
+                      1 error(s)inside:\n    <other>\n\n    field: cache\n\n\
+                      \nError:incompatible type size\nExpected:\n    48\nFound:\n    56\n\
+                      \nError:mismatched type\nExpected:\n    u8\nFound:\n    u16\n";
+        assert_eq!(abi_mismatch_summary(report), "incompatible type size: expected 48, found 56");
+        assert_eq!(abi_mismatch_summary("Compared <this>:\n  x"), "Compared <this>:");
+    }
 }

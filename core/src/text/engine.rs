@@ -13,7 +13,7 @@ use crate::text::model::{TextModel, TokenStream};
 use crate::text::sampling::Sampler;
 use crate::text::tokenizer::{StreamDecoder, Tokenizer};
 use crate::text::types::*;
-use crate::{Backend, Error, Result, Tensor};
+use crate::{Backend, DType, Error, Result, Tensor};
 
 /// Additive mask value for padding: large but finite, so fully masked rows stay NaN-free.
 const MASKED: f32 = -1e30;
@@ -25,6 +25,8 @@ pub struct LlmEngine {
     model_type: String,
     info: ModelInfo,
     context_len: usize,
+    /// Storage dtype of the KV caches this engine makes (`None`: the compute dtype).
+    kv_dtype: Option<DType>,
     add_bos: bool,
     metrics: Mutex<GenerateMetrics>,
 }
@@ -46,6 +48,7 @@ impl LlmEngine {
             model_type: model_type.to_string(),
             info,
             context_len,
+            kv_dtype: None,
             add_bos,
             metrics: Mutex::new(GenerateMetrics::default()),
         }
@@ -55,8 +58,17 @@ impl LlmEngine {
         self.lm.as_ref().ok_or_else(|| Error::invalid("model is closed"))
     }
 
+    /// Caches keys and values as `dtype` (a float dtype; `None`: the compute dtype).
+    pub fn with_kv_dtype(mut self, dtype: Option<DType>) -> Result<Self> {
+        KvCache::new([]).set_dtype(dtype)?;
+        self.kv_dtype = dtype;
+        Ok(self)
+    }
+
     fn new_cache(&self) -> Result<KvCache> {
-        lift(self.lm()?.new_cache(self.context_len))
+        let mut cache = lift(self.lm()?.new_cache(self.context_len))?;
+        cache.set_dtype(self.kv_dtype)?;
+        Ok(cache)
     }
 
     /// Forward of `ids` shaped (batch, seq); returns f32 logits and their shape.

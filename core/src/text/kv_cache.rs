@@ -4,13 +4,17 @@
 //! the new token's K/V; a rotating cache keeps the last `window` positions (sliding-window layers,
 //! or every layer when the user bounds the context) in a buffer with a chunk of room past them:
 //! it advances its start instead of moving the window each step.
+//!
+//! A cache may store its keys and values in a narrower float dtype than the model computes in
+//! (`LoadConfig::kv_dtype`, e.g. f16: half the memory); attention then reads them at that
+//! precision (see `Op::Attention`).
 
 use abi_stable::{
     std_types::{ROption, RVec},
     StableAbi,
 };
 
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
 /// Positions are allocated in chunks of this many tokens.
 const CHUNK: usize = 256;
@@ -28,11 +32,23 @@ pub struct LayerCache {
     offset: usize,
     /// 0: unbounded; otherwise keep only the last `window` positions.
     window: usize,
+    /// Storage dtype of the keys and values; `None` keeps the dtype they come in.
+    dtype: ROption<DType>,
 }
 
 impl LayerCache {
     pub fn new(window: usize) -> Self {
-        LayerCache { k: ROption::RNone, v: ROption::RNone, start: 0, len: 0, offset: 0, window }
+        LayerCache { k: ROption::RNone, v: ROption::RNone, start: 0, len: 0, offset: 0, window, dtype: ROption::RNone }
+    }
+
+    /// Stores keys and values as `dtype` from now on (a float dtype; call before the first
+    /// append).
+    pub fn set_dtype(&mut self, dtype: Option<DType>) {
+        self.dtype = dtype.into();
+    }
+
+    pub fn dtype(&self) -> Option<DType> {
+        self.dtype.into_option()
     }
 
     pub fn offset(&self) -> usize {
@@ -47,6 +63,14 @@ impl LayerCache {
     /// to, the new ones included. With a window, the returned tensors hold the previous
     /// `window` positions plus the new ones; the cache then trims to `window`.
     pub fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
+        let stored;
+        let (k, v) = match self.dtype {
+            ROption::RSome(d) if k.dtype() != d || v.dtype() != d => {
+                stored = (k.to_dtype(d)?, v.to_dtype(d)?);
+                (&stored.0, &stored.1)
+            }
+            _ => (k, v),
+        };
         let t = k.dim(2);
         self.offset += t;
         let fits = matches!(&self.k, ROption::RSome(kb) if kb.dim(2) >= self.start + self.len + t);
@@ -89,7 +113,7 @@ impl LayerCache {
     }
 
     pub fn reset(&mut self) {
-        *self = LayerCache::new(self.window);
+        *self = LayerCache { dtype: self.dtype, ..LayerCache::new(self.window) };
     }
 }
 
@@ -138,5 +162,17 @@ impl KvCache {
 
     pub fn reset(&mut self) {
         self.layers.iter_mut().for_each(LayerCache::reset)
+    }
+
+    /// Stores every layer's keys and values as `dtype` (`None`: as they come); see
+    /// [`LayerCache::set_dtype`].
+    pub fn set_dtype(&mut self, dtype: Option<DType>) -> Result<()> {
+        if let Some(d) = dtype {
+            if !d.is_float() {
+                return Err(Error::invalid(format!("the kv cache dtype must be a float dtype, got {d:?}")));
+            }
+        }
+        self.layers.iter_mut().for_each(|l| l.set_dtype(dtype));
+        Ok(())
     }
 }

@@ -99,6 +99,10 @@ pub struct LoadConfig {
     /// Compute dtype for float weights; `None` keeps f32 (or what the backend prefers).
     #[serde(skip)]
     pub dtype: Option<DType>,
+    /// Storage dtype of the KV cache (e.g. f16: half the memory, attention then reads keys and
+    /// values at that precision); `None` keeps the compute dtype.
+    #[serde(skip)]
+    pub kv_dtype: Option<DType>,
     /// Concurrent generation slots (reserved for servers).
     pub parallel_slots: usize,
     /// LoRA adapter directory (not implemented yet; loading one is an error).
