@@ -68,10 +68,15 @@ pub fn run(registry: &Registry, args: BenchArgs) -> Result<()> {
         "gen_tokens": args.gen_tokens,
         "runs": args.runs,
         "load_seconds": load_secs,
-        "prefill_tok_s": median(prefill),
-        "decode_tok_s": median(decode),
-        "ttft_ms": median(ttft) * 1e3,
+        "prefill_tok_s": median(prefill.clone()),
+        "decode_tok_s": median(decode.clone()),
+        "ttft_ms": median(ttft.clone()) * 1e3,
         "peak_rss_mb": peak as f64 / 1e6,
+        // Every timed run, in order (the spread says how noisy the box was).
+        "all_prefill_tok_s": prefill,
+        "all_decode_tok_s": decode,
+        "all_ttft_ms": ttft.iter().map(|s| s * 1e3).collect::<Vec<_>>(),
+        "kv_dtype": args.model.kv_dtype.clone().unwrap_or_else(|| info.dtype.as_str().to_string()),
     });
     if args.json {
         println!("{result}");
