@@ -55,3 +55,60 @@ pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
     }
     out
 }
+
+/// [`dot_q5_0_rows`] for `C` activation rows at once (prefill): each pair of weight blocks is
+/// unpacked once and multiplied with every activation row, with the same operations per
+/// (row, activation row) as the one-row kernel, so the results are bit-identical to it.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+pub unsafe fn tile_q5_0<const R: usize, const C: usize>(
+    w: *const u8,
+    row_bytes: usize,
+    xs: &[ActRow; C],
+) -> [[f32; C]; R] {
+    let nb = row_bytes / 22;
+    debug_assert!(nb.is_multiple_of(2));
+    let low = _mm512_set1_epi8(0x0F);
+    let sixteen = _mm512_set1_epi8(16);
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    for b in (0..nb).step_by(2) {
+        let mut xv = [_mm512_setzero_si512(); C];
+        let mut dx = [_mm_setzero_ps(); C];
+        let mut offset = [_mm512_setzero_si512(); C];
+        for c in 0..C {
+            xv[c] = _mm512_loadu_si512(xs[c].q.as_ptr().add(b * 32) as *const __m512i);
+            dx[c] = _mm_castsi128_ps(_mm_loadl_epi64(xs[c].d.as_ptr().add(b) as *const __m128i));
+            offset[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, xv[c]);
+        }
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let b0 = w.add(r * row_bytes + b * 22);
+            let b1 = b0.add(22);
+            let (n0, n1) = (_mm_loadu_si128(b0.add(6) as *const __m128i), _mm_loadu_si128(b1.add(6) as *const __m128i));
+            let lo_hi0 = _mm256_inserti128_si256(_mm256_castsi128_si256(n0), _mm_srli_epi16(n0, 4), 1);
+            let lo_hi1 = _mm256_inserti128_si256(_mm256_castsi128_si256(n1), _mm_srli_epi16(n1, 4), 1);
+            let nibbles = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo_hi0), lo_hi1, 1), low);
+            let qh = (b0.add(2) as *const u32).read_unaligned() as u64
+                | ((b1.add(2) as *const u32).read_unaligned() as u64) << 32;
+            let q = _mm512_mask_add_epi8(nibbles, _cvtu64_mask64(qh), nibbles, sixteen);
+            let dw = (b0 as *const u16).read_unaligned() as u32 | ((b1 as *const u16).read_unaligned() as u32) << 16;
+            let dw = _mm_cvtph_ps(_mm_cvtsi32_si128(dw as i32));
+            for c in 0..C {
+                let sum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv[c]), offset[c]);
+                let d = _mm_mul_ps(dx[c], dw);
+                let sum = _mm512_cvtepi32_ps(sum);
+                acc[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm512_castps512_ps256(sum), acc[c]);
+                acc[c] = _mm256_fmadd_ps(
+                    _mm256_broadcastss_ps(_mm_movehdup_ps(d)),
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sum), 1)),
+                    acc[c],
+                );
+            }
+        }
+    }
+    let mut out = [[0f32; C]; R];
+    for (o, a) in out.iter_mut().zip(acc) {
+        for c in 0..C {
+            o[c] = hsum(a[c]);
+        }
+    }
+    out
+}

@@ -281,6 +281,18 @@ fn group_kernel_for(format: Format, isa: Isa) -> GroupDotFn {
 /// instruction set).
 fn tile_kernel(format: Format) -> Option<TileFn> {
     #[cfg(target_arch = "x86_64")]
+    if isa() >= Isa::Avx512 && format == Format::Q5_0 {
+        // SAFETY: as in `kernel` (the AVX-512 tile also needs an even block count, else the
+        // AVX2 tile, matching the one-row kernels' choice).
+        return Some(|w, rb, x| {
+            if (rb / 22) % 2 == 0 {
+                unsafe { avx512::tile_q5_0::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }
+            } else {
+                unsafe { avx2::tile_q5_0::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }
+            }
+        });
+    }
+    #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx2 {
         // SAFETY (both): `isa()` checked avx2, fma and f16c; the slice holds GROUP rows.
         match format {
