@@ -20,6 +20,7 @@ pub struct QuantizedActs {
 }
 
 /// One row of [`QuantizedActs`].
+#[derive(Clone, Copy)]
 pub struct ActRow<'a> {
     pub d: &'a [f32],
     pub q: &'a [i8],

@@ -127,16 +127,20 @@ fn tiles_match_single_rows_exactly() {
     }
 }
 
-/// Q5_0 rows of an odd block count take the AVX2 kernels on AVX-512 CPUs (both the one-row and
-/// the tile path), an even count the AVX-512 ones: either way tiles equal single rows.
+/// Q5_0 rows of an odd block count take the AVX2 kernels on AVX-512 CPUs (the one-row, pair
+/// and wide tile paths), an even count the AVX-512 ones: either way tiles equal single rows.
+/// 7 activation rows run one wide tile (4), one pair tile (2) and one single row.
 #[test]
 fn q5_0_tiles_match_single_rows_for_odd_and_even_block_counts() {
     for cols in [21 * 32, 22 * 32] {
         let (ours, _) = quantized(DType::Q5_0, GgmlDType::Q5_0, 9, cols);
-        let x = values(5 * cols, 4);
-        let batched = ours.matmul(&x, 5);
-        for i in 0..5 {
-            assert_eq!(ours.matmul(&x[i * cols..(i + 1) * cols], 1), batched[i * 9..(i + 1) * 9], "{cols} row {i}");
+        for m in [5, 7] {
+            let x = values(m * cols, 4);
+            let batched = ours.matmul(&x, m);
+            for i in 0..m {
+                let one = ours.matmul(&x[i * cols..(i + 1) * cols], 1);
+                assert_eq!(one, batched[i * 9..(i + 1) * 9], "{cols} columns, {m} rows: row {i}");
+            }
         }
     }
 }
