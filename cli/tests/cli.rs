@@ -23,26 +23,38 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// With the default cache and with an f16 one (whose rounding does not flip this case's greedy
+/// ids; `generation.rs` bounds its effect on the logits).
 #[test]
 fn run_json_prints_transformers_greedy_ids() {
+    for kv in [&[][..], &["--kv-dtype", "f16"][..]] {
+        run_json_prints_transformers_greedy_ids_with(kv);
+    }
+}
+
+fn run_json_prints_transformers_greedy_ids_with(extra: &[&str]) {
     let dir = fixture("qwen3/gqa");
     let case = &golden(&dir).cases[1];
     let ids: Vec<String> = case.ids.iter().map(u32::to_string).collect();
-    let o = infer(&[
+    let max_tokens = case.greedy.len().to_string();
+    let prompt = ids.join(",");
+    let mut args = vec![
         "run",
         "--model",
         dir.to_str().unwrap(),
         "--prompt-tokens",
-        &ids.join(","),
+        &prompt,
         "--max-tokens",
-        &case.greedy.len().to_string(),
+        &max_tokens,
         "--ignore-eos",
         "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    ];
+    args.extend_from_slice(extra);
+    let o = infer(&args);
+    assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     let got: Vec<u32> = v["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
-    assert_eq!(got, case.greedy);
+    assert_eq!(got, case.greedy, "{extra:?}");
     assert_eq!(v["metrics"]["prompt_tokens"].as_u64().unwrap() as usize, case.ids.len());
     assert_eq!(v["metrics"]["generated_tokens"].as_u64().unwrap() as usize, case.greedy.len());
     assert!(v["text"].is_string());
@@ -213,6 +225,7 @@ fn bad_requests_give_one_line_errors() {
     assert_clean_error(&["run", "-m", m, "--prompt-tokens", "1,99999"], &["99999", "outside the vocabulary"]);
     assert_clean_error(&["run", "-m", m, "-p", ""], &["empty prompt"]);
     assert_clean_error(&["run", "-m", m, "-p", "hi", "--dtype", "f64"], &["--dtype f64"]);
+    assert_clean_error(&["run", "-m", m, "-p", "hi", "--kv-dtype", "u8"], &["--kv-dtype u8"]);
     assert_clean_error(&["run", "-m", m], &["--prompt"]);
 }
 
