@@ -12,12 +12,29 @@ use super::avx2::hsum;
 /// How far ahead of the block being read its row is prefetched, in bytes (see `avx2`).
 const PREFETCH: usize = 2048;
 
+/// Two consecutive Q5_0 blocks at `b0`: their 64 values in 0..32 (the 5th bit added through a
+/// mask), and their two scales in lanes 0 and 1.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+unsafe fn unpack_pair(b0: *const u8) -> (__m512i, __m128) {
+    let b1 = b0.add(22);
+    let (n0, n1) = (_mm_loadu_si128(b0.add(6) as *const __m128i), _mm_loadu_si128(b1.add(6) as *const __m128i));
+    let lo_hi0 = _mm256_inserti128_si256(_mm256_castsi128_si256(n0), _mm_srli_epi16(n0, 4), 1);
+    let lo_hi1 = _mm256_inserti128_si256(_mm256_castsi128_si256(n1), _mm_srli_epi16(n1, 4), 1);
+    let nibbles =
+        _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo_hi0), lo_hi1, 1), _mm512_set1_epi8(0x0F));
+    let qh =
+        (b0.add(2) as *const u32).read_unaligned() as u64 | ((b1.add(2) as *const u32).read_unaligned() as u64) << 32;
+    let q = _mm512_mask_add_epi8(nibbles, _cvtu64_mask64(qh), nibbles, _mm512_set1_epi8(16));
+    let dw = (b0 as *const u16).read_unaligned() as u32 | ((b1 as *const u16).read_unaligned() as u32) << 16;
+    (q, _mm_cvtph_ps(_mm_cvtsi32_si128(dw as i32)))
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
 pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &ActRow) -> [f32; R] {
     let nb = row_bytes / 22;
     debug_assert!(nb.is_multiple_of(2));
     let (xq, xd) = (x.q.as_ptr(), x.d.as_ptr());
-    let low = _mm512_set1_epi8(0x0F);
     let sixteen = _mm512_set1_epi8(16);
     let mut acc = [_mm256_setzero_ps(); R];
     for b in (0..nb).step_by(2) {
@@ -27,18 +44,10 @@ pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
         let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, xv);
         for (r, acc) in acc.iter_mut().enumerate() {
             let b0 = w.add(r * row_bytes + b * 22);
-            let b1 = b0.add(22);
             _mm_prefetch::<_MM_HINT_T0>(b0.add(PREFETCH) as *const i8);
-            let (n0, n1) = (_mm_loadu_si128(b0.add(6) as *const __m128i), _mm_loadu_si128(b1.add(6) as *const __m128i));
-            let lo_hi0 = _mm256_inserti128_si256(_mm256_castsi128_si256(n0), _mm_srli_epi16(n0, 4), 1);
-            let lo_hi1 = _mm256_inserti128_si256(_mm256_castsi128_si256(n1), _mm_srli_epi16(n1, 4), 1);
-            let nibbles = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo_hi0), lo_hi1, 1), low);
-            let qh = (b0.add(2) as *const u32).read_unaligned() as u64
-                | ((b1.add(2) as *const u32).read_unaligned() as u64) << 32;
-            let q = _mm512_mask_add_epi8(nibbles, _cvtu64_mask64(qh), nibbles, sixteen);
+            let (q, dw) = unpack_pair(b0);
             let sum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv), offset);
-            let dw = (b0 as *const u16).read_unaligned() as u32 | ((b1 as *const u16).read_unaligned() as u32) << 16;
-            let d = _mm_mul_ps(dx, _mm_cvtph_ps(_mm_cvtsi32_si128(dw as i32)));
+            let d = _mm_mul_ps(dx, dw);
             // One block after the other into 8 lanes: llama.cpp's f32 order (see `avx2`).
             let sum = _mm512_cvtepi32_ps(sum);
             *acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm512_castps512_ps256(sum), *acc);
@@ -67,7 +76,6 @@ pub unsafe fn tile_q5_0<const R: usize, const C: usize>(
 ) -> [[f32; C]; R] {
     let nb = row_bytes / 22;
     debug_assert!(nb.is_multiple_of(2));
-    let low = _mm512_set1_epi8(0x0F);
     let sixteen = _mm512_set1_epi8(16);
     let mut acc = [[_mm256_setzero_ps(); C]; R];
     for b in (0..nb).step_by(2) {
@@ -80,17 +88,7 @@ pub unsafe fn tile_q5_0<const R: usize, const C: usize>(
             offset[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, xv[c]);
         }
         for (r, acc) in acc.iter_mut().enumerate() {
-            let b0 = w.add(r * row_bytes + b * 22);
-            let b1 = b0.add(22);
-            let (n0, n1) = (_mm_loadu_si128(b0.add(6) as *const __m128i), _mm_loadu_si128(b1.add(6) as *const __m128i));
-            let lo_hi0 = _mm256_inserti128_si256(_mm256_castsi128_si256(n0), _mm_srli_epi16(n0, 4), 1);
-            let lo_hi1 = _mm256_inserti128_si256(_mm256_castsi128_si256(n1), _mm_srli_epi16(n1, 4), 1);
-            let nibbles = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo_hi0), lo_hi1, 1), low);
-            let qh = (b0.add(2) as *const u32).read_unaligned() as u64
-                | ((b1.add(2) as *const u32).read_unaligned() as u64) << 32;
-            let q = _mm512_mask_add_epi8(nibbles, _cvtu64_mask64(qh), nibbles, sixteen);
-            let dw = (b0 as *const u16).read_unaligned() as u32 | ((b1 as *const u16).read_unaligned() as u32) << 16;
-            let dw = _mm_cvtph_ps(_mm_cvtsi32_si128(dw as i32));
+            let (q, dw) = unpack_pair(w.add(r * row_bytes + b * 22));
             for c in 0..C {
                 let sum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv[c]), offset[c]);
                 let d = _mm_mul_ps(dx[c], dw);
