@@ -42,13 +42,15 @@ const GROUP: usize = 4;
 type GroupDotFn = fn(&[u8], usize, &ActRow) -> [f32; GROUP];
 /// Activation rows per prefill tile.
 const TILE_COLS: usize = 2;
+/// GROUP weight rows × C activation rows.
+type TileOf<const C: usize> = fn(&[u8], usize, &[ActRow; C]) -> [[f32; C]; GROUP];
 /// GROUP weight rows × TILE_COLS activation rows.
-type TileFn = fn(&[u8], usize, &[ActRow; TILE_COLS]) -> [[f32; TILE_COLS]; GROUP];
+type TileFn = TileOf<TILE_COLS>;
 /// Activation rows per wide tile: where 32 vector registers hold the accumulators (AVX-512), a
 /// row's unpacked weights serve this many activation rows.
 const WIDE_COLS: usize = 4;
 /// GROUP weight rows × WIDE_COLS activation rows.
-type WideTileFn = fn(&[u8], usize, &[ActRow; WIDE_COLS]) -> [[f32; WIDE_COLS]; GROUP];
+type WideTileFn = TileOf<WIDE_COLS>;
 
 impl GgmlMatrix {
     /// `None` when `dtype` is not a natively multiplied format or `shape` is not (rows, cols)
@@ -158,30 +160,14 @@ impl GgmlMatrix {
             for g in groups {
                 let (j0, j1) = (g * GROUP, ((g + 1) * GROUP).min(n));
                 let mut i0 = 0;
-                if let (Some(wide), true) = (wide, j1 - j0 == GROUP) {
-                    while i0 + WIDE_COLS <= m {
-                        let x: &[ActRow; WIDE_COLS] = xs[i0..i0 + WIDE_COLS].try_into().expect("WIDE_COLS rows");
-                        let v = wide(&data[j0 * rb..j1 * rb], rb, x);
-                        for (r, v) in v.into_iter().enumerate() {
-                            for (c, v) in v.into_iter().enumerate() {
-                                // SAFETY: as below.
-                                unsafe { *out_ptr.at((i0 + c) * n + j0 + r) = v };
-                            }
-                        }
-                        i0 += WIDE_COLS;
+                if j1 - j0 == GROUP {
+                    let w = &data[j0 * rb..j1 * rb];
+                    // SAFETY (both): this worker owns rows j0..j1 of every output row.
+                    if let Some(wide) = wide {
+                        unsafe { run_tiles(wide, w, rb, &xs, &mut i0, &out_ptr, n, j0) };
                     }
-                }
-                if let (Some(tile), true) = (tile, j1 - j0 == GROUP) {
-                    while i0 + TILE_COLS <= m {
-                        let x: &[ActRow; TILE_COLS] = xs[i0..i0 + TILE_COLS].try_into().expect("TILE_COLS rows");
-                        let v = tile(&data[j0 * rb..j1 * rb], rb, x);
-                        for (r, v) in v.into_iter().enumerate() {
-                            for (c, v) in v.into_iter().enumerate() {
-                                // SAFETY: as below.
-                                unsafe { *out_ptr.at((i0 + c) * n + j0 + r) = v };
-                            }
-                        }
-                        i0 += TILE_COLS;
+                    if let Some(tile) = tile {
+                        unsafe { run_tiles(tile, w, rb, &xs, &mut i0, &out_ptr, n, j0) };
                     }
                 }
                 for (i, x) in xs.iter().enumerate().skip(i0) {
@@ -219,6 +205,34 @@ impl OutPtr {
     fn at(&self, i: usize) -> *mut f32 {
         // SAFETY: callers stay within the output buffer.
         unsafe { self.0.add(i) }
+    }
+}
+
+/// Tiles of `C` activation rows from `xs[*i0..]` against the GROUP weight rows `w` (output
+/// columns `j0..j0 + GROUP`), as long as `C` rows remain; advances `*i0` past them.
+///
+/// # Safety
+/// `out` holds `xs.len()` rows of `n` values, `j0 + GROUP <= n`, and no other thread writes
+/// those columns.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_tiles<const C: usize>(
+    tile: TileOf<C>,
+    w: &[u8],
+    rb: usize,
+    xs: &[ActRow],
+    i0: &mut usize,
+    out: &OutPtr,
+    n: usize,
+    j0: usize,
+) {
+    while *i0 + C <= xs.len() {
+        let x: &[ActRow; C] = xs[*i0..*i0 + C].try_into().expect("C rows");
+        for (r, v) in tile(w, rb, x).into_iter().enumerate() {
+            for (c, v) in v.into_iter().enumerate() {
+                *out.at((*i0 + c) * n + j0 + r) = v;
+            }
+        }
+        *i0 += C;
     }
 }
 
