@@ -25,7 +25,8 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
@@ -68,9 +69,9 @@ pub fn run(registry: &Registry, args: BenchArgs) -> Result<()> {
         "gen_tokens": args.gen_tokens,
         "runs": args.runs,
         "load_seconds": load_secs,
-        "prefill_tok_s": median(prefill.clone()),
-        "decode_tok_s": median(decode.clone()),
-        "ttft_ms": median(ttft.clone()) * 1e3,
+        "prefill_tok_s": median(&prefill),
+        "decode_tok_s": median(&decode),
+        "ttft_ms": median(&ttft) * 1e3,
         "peak_rss_mb": peak as f64 / 1e6,
         // Every timed run, in order (the spread says how noisy the box was).
         "all_prefill_tok_s": prefill,

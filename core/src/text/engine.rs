@@ -8,7 +8,7 @@ use abi_stable::std_types::ROption;
 
 use crate::backend::lift;
 use crate::text::causal_lm::CausalLmBox;
-use crate::text::kv_cache::KvCache;
+use crate::text::kv_cache::{self, KvCache};
 use crate::text::model::{TextModel, TokenStream};
 use crate::text::sampling::Sampler;
 use crate::text::tokenizer::{StreamDecoder, Tokenizer};
@@ -60,7 +60,7 @@ impl LlmEngine {
 
     /// Caches keys and values as `dtype` (a float dtype; `None`: the compute dtype).
     pub fn with_kv_dtype(mut self, dtype: Option<DType>) -> Result<Self> {
-        KvCache::new([]).set_dtype(dtype)?;
+        kv_cache::check_dtype(dtype)?;
         self.kv_dtype = dtype;
         Ok(self)
     }

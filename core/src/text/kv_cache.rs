@@ -47,10 +47,6 @@ impl LayerCache {
         self.dtype = dtype.into();
     }
 
-    pub fn dtype(&self) -> Option<DType> {
-        self.dtype.into_option()
-    }
-
     pub fn offset(&self) -> usize {
         self.offset
     }
@@ -167,12 +163,16 @@ impl KvCache {
     /// Stores every layer's keys and values as `dtype` (`None`: as they come); see
     /// [`LayerCache::set_dtype`].
     pub fn set_dtype(&mut self, dtype: Option<DType>) -> Result<()> {
-        if let Some(d) = dtype {
-            if !d.is_float() {
-                return Err(Error::invalid(format!("the kv cache dtype must be a float dtype, got {d:?}")));
-            }
-        }
+        check_dtype(dtype)?;
         self.layers.iter_mut().for_each(|l| l.set_dtype(dtype));
         Ok(())
+    }
+}
+
+/// A cache stores keys and values in a float dtype (or as they come: `None`).
+pub fn check_dtype(dtype: Option<DType>) -> Result<()> {
+    match dtype {
+        Some(d) if !d.is_float() => Err(Error::invalid(format!("the kv cache dtype must be a float dtype, got {d:?}"))),
+        _ => Ok(()),
     }
 }
