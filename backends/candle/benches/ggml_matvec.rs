@@ -3,12 +3,16 @@
 //!
 //! `cargo bench -p infer-backend-candle --bench ggml_matvec` (threads: `CANDLE_NUM_THREADS`).
 
+use std::sync::Arc;
 use std::time::Instant;
+
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RArc, RSlice};
 
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use infer_backend_candle::ggml::GgmlMatrix;
-use infer_core::DType;
+use infer_core::{DType, SharedBytesImpl, SharedBytesImpl_TO};
 
 /// Gemma 3 270M's tied output projection and an FFN matrix, Qwen2.5 0.5B's FFN down.
 /// The "hot" rows fit in L2 (about 1 MB): they measure the kernels' compute speed, the others
@@ -29,20 +33,47 @@ fn main() {
         let values: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1013) as f32 / 1013.0) - 0.5).collect();
         let w = Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
         let bytes = QTensor::quantize(&w, g).unwrap().data().unwrap().into_owned();
-        let m = GgmlMatrix::new(&bytes, dtype, &[rows, cols]).unwrap().unwrap();
         let x: Vec<f32> = (0..cols).map(|i| (i as f32 * 0.37).sin()).collect();
+        let m = GgmlMatrix::new(&bytes, dtype, &[rows, cols]).unwrap().unwrap();
+        run(name, &m, &x, bytes.len());
+        if bytes.len() > 64 << 20 {
+            run(&format!("{name} (mapped)"), &mapped(&bytes, dtype, rows, cols), &x, bytes.len());
+        }
+    }
+}
+
+/// The same blocks in a memory-mapped file, as a GGUF checkpoint's weights are multiplied.
+fn mapped(bytes: &[u8], dtype: DType, rows: usize, cols: usize) -> GgmlMatrix {
+    let mut file = tempfile::tempfile().unwrap();
+    std::io::Write::write_all(&mut file, bytes).unwrap();
+    let map = MappedFile(Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap()));
+    let owner = SharedBytesImpl_TO::from_ptr(RArc::new(map), TD_Opaque);
+    GgmlMatrix::shared(owner, 0, bytes.len(), dtype, &[rows, cols]).unwrap().unwrap()
+}
+
+#[derive(Clone)]
+struct MappedFile(Arc<memmap2::Mmap>);
+
+impl SharedBytesImpl for MappedFile {
+    fn bytes(&self) -> RSlice<'_, u8> {
+        self.0[..].into()
+    }
+}
+
+fn run(name: &str, m: &GgmlMatrix, x: &[f32], n_bytes: usize) {
+    {
         let mut sink = 0f32;
         for _ in 0..3 {
-            sink += m.matmul(&x, 1)[0];
+            sink += m.matmul(x, 1)[0];
         }
-        let runs = if bytes.len() < 4 << 20 { 400 } else { 20 };
+        let runs = if n_bytes < 4 << 20 { 400 } else { 20 };
         let mut best = f64::MAX;
         for _ in 0..runs {
             let t = Instant::now();
-            sink += m.matmul(&x, 1)[0];
+            sink += m.matmul(x, 1)[0];
             best = best.min(t.elapsed().as_secs_f64());
         }
-        let gb = bytes.len() as f64 / 1e9;
+        let gb = n_bytes as f64 / 1e9;
         println!("{name:22} {:7.1} MB  best {:7.3} ms  {:6.2} GB/s  ({sink:.1})", gb * 1e3, best * 1e3, gb / best);
     }
 }
