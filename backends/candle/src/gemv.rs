@@ -79,6 +79,35 @@ fn run<T: Row>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, out: &mut [f32
     }
 }
 
+/// `row · x` over their common length (AVX2 + FMA where the CPU has it).
+pub fn dot_f32(row: &[f32], x: &[f32]) -> f32 {
+    let n = row.len().min(x.len());
+    <f32 as Row>::dot(&row[..n], &x[..n], has_fma())
+}
+
+/// `y += a · x` over their common length (AVX2 + FMA where the CPU has it).
+pub fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_fma() {
+        // SAFETY: the CPU supports avx2 and fma (checked at run time).
+        return unsafe { axpy_f32_avx2(a, x, y) };
+    }
+    axpy_body(a, x, y, madd_plain)
+}
+
+#[inline(always)]
+fn axpy_body(a: f32, x: &[f32], y: &mut [f32], madd: impl Fn(f32, f32, f32) -> f32) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = madd(a, x, *y);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn axpy_f32_avx2(a: f32, x: &[f32], y: &mut [f32]) {
+    axpy_body(a, x, y, madd_fused)
+}
+
 fn has_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {

@@ -23,6 +23,7 @@ pub mod reduce;
 pub mod shape_ops;
 pub mod sys;
 pub mod tensor;
+pub mod thin_product;
 
 mod registration;
 
