@@ -6,7 +6,6 @@
 use std::arch::x86_64::*;
 
 use super::act::ActRow;
-use super::formats::q4k_scale_min;
 
 /// The f16 at `p` as f32. Reads 8 bytes (`p..p + 8` must be readable): `vcvtph2ps` from memory
 /// has no dependency on a register's old contents, where a 2-byte insert into a register would
@@ -162,6 +161,21 @@ pub unsafe fn dot_q4k(row: &[u8], x: &ActRow) -> f32 {
     q4k_cols::<1>(row.as_ptr(), row.len(), [x])[0]
 }
 
+/// A Q4_K block's eight 6-bit scales (bytes 0..8) and eight 6-bit mins (bytes 8..16), unpacked
+/// from its 12 packed bytes at `p` with word operations (the layout of `q4k_scale_min`: entries
+/// 0..4 are the low 6 bits of bytes 0..4 / 4..8; entries 4..8 take a nibble of bytes 8..12 and
+/// the top 2 bits of bytes 0..4 / 4..8).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4k_scales_mins(p: *const u8) -> (u64, __m128i) {
+    let word = |i: usize| (p.add(4 * i) as *const u32).read_unaligned();
+    let (a, b, c) = (word(0), word(1), word(2));
+    let (six, four, two) = (0x3f3f_3f3f_u32, 0x0f0f_0f0f_u32, 0x0303_0303_u32);
+    let scales = (a & six) as u64 | (((c & four) | ((a >> 6) & two) << 4) as u64) << 32;
+    let mins = (b & six) as u64 | ((((c >> 4) & four) | ((b >> 6) & two) << 4) as u64) << 32;
+    (scales, _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mins as i64)))
+}
+
 /// One Q4_K row dotted with `C` activation rows: the row's scales and nibbles are unpacked once
 /// for all of them; each column accumulates as `C = 1` does.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -169,28 +183,29 @@ unsafe fn q4k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
     let nb = row_bytes / 144;
     let low = _mm256_set1_epi8(0x0F);
     let mut acc = [_mm256_setzero_ps(); C];
-    // The mins' terms in four lanes, as llama.cpp accumulates them.
-    let mut acc_min = [[0f32; 4]; C];
+    // The mins' terms in four lanes (lane j: sub-blocks 2j and 2j + 1), as llama.cpp
+    // accumulates them.
+    let mut acc_min = [_mm_setzero_ps(); C];
     for b in 0..nb {
         let blk = w.add(b * 144);
-        let scales = std::slice::from_raw_parts(blk.add(4), 12);
+        let (scales, mins) = q4k_scales_mins(blk.add(4));
         let (dw, dminw) = (f16_at(blk), f16_at(blk.add(2)));
+        for c in 0..C {
+            // Sums of 32 activations per sub-block (pairs of the 16-value sums), times its min.
+            let sums = xs[c].sums.as_ptr().add(b * 16) as *const __m128i;
+            let pairs = _mm_hadd_epi16(_mm_loadu_si128(sums), _mm_loadu_si128(sums.add(1)));
+            let dmin = _mm_set1_ps(-(xs[c].d[b] * dminw));
+            acc_min[c] = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)), acc_min[c]);
+        }
         let mut sumi = [_mm256_setzero_si256(); C];
         for j in 0..4 {
-            let (sc_lo, m_lo) = q4k_scale_min(scales, 2 * j);
-            let (sc_hi, m_hi) = q4k_scale_min(scales, 2 * j + 1);
+            let sc = |i: usize| _mm256_set1_epi16(((scales >> (8 * i)) & 0xff) as i16);
+            let (sc_lo, sc_hi) = (sc(2 * j), sc(2 * j + 1));
             _mm_prefetch::<_MM_HINT_T0>(blk.add(16 + 32 * j + PREFETCH) as *const i8);
             let q = _mm256_loadu_si256(blk.add(16 + 32 * j) as *const __m256i);
             let (lo, hi) = (_mm256_and_si256(q, low), _mm256_and_si256(_mm256_srli_epi16(q, 4), low));
-            let (sc_lo, sc_hi) = (_mm256_set1_epi16(sc_lo as i16), _mm256_set1_epi16(sc_hi as i16));
             for c in 0..C {
-                let x = xs[c];
-                let sums = x.sums.get_unchecked(b * 16..(b + 1) * 16);
-                let summ = m_lo as i32 * (sums[4 * j] as i32 + sums[4 * j + 1] as i32)
-                    + m_hi as i32 * (sums[4 * j + 2] as i32 + sums[4 * j + 3] as i32);
-                let dmin = -(x.d[b] * dminw);
-                acc_min[c][j] = dmin.mul_add(summ as f32, acc_min[c][j]);
-                let xq = x.q.as_ptr().add(b * 256 + 64 * j);
+                let xq = xs[c].q.as_ptr().add(b * 256 + 64 * j);
                 let p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(xq as *const __m256i));
                 let p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(xq.add(32) as *const __m256i));
                 sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p_lo, sc_lo));
@@ -203,7 +218,8 @@ unsafe fn q4k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
     }
     let mut out = [0f32; C];
     for c in 0..C {
-        let m = acc_min[c];
+        let mut m = [0f32; 4];
+        _mm_storeu_ps(m.as_mut_ptr(), acc_min[c]);
         out[c] = hsum(acc[c]) + ((m[0] + m[2]) + (m[1] + m[3]));
     }
     out
