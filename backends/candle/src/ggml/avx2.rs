@@ -178,6 +178,7 @@ unsafe fn q4k_scales_mins(p: *const u8) -> (u64, __m128i) {
 
 /// One Q4_K row dotted with `C` activation rows: the row's scales and nibbles are unpacked once
 /// for all of them; each column accumulates as `C = 1` does.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow; C]) -> [f32; C] {
     let nb = row_bytes / 144;
@@ -246,6 +247,7 @@ pub unsafe fn dot_q6k(row: &[u8], x: &ActRow) -> f32 {
 }
 
 /// One Q6_K row dotted with `C` activation rows (unpacked once; each column as `C = 1`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow; C]) -> [f32; C] {
     let nb = row_bytes / 210;
@@ -319,6 +321,25 @@ pub unsafe fn tile_q6k<const R: usize, const C: usize>(
     let cols: [&ActRow; C] = std::array::from_fn(|c| &xs[c]);
     std::array::from_fn(|r| q6k_cols::<C>(w.add(r * row_bytes), row_bytes, cols))
 }
+
+/// [`tile_q4k`] and [`tile_q6k`] built for AVX-512VL too: the same AVX2 instructions with 32
+/// vector registers, where 4 activation rows' accumulators fit without spilling (same results).
+macro_rules! tile_vl {
+    ($name:ident, $cols:ident) => {
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+        pub unsafe fn $name<const R: usize, const C: usize>(
+            w: *const u8,
+            row_bytes: usize,
+            xs: &[ActRow; C],
+        ) -> [[f32; C]; R] {
+            let cols: [&ActRow; C] = std::array::from_fn(|c| &xs[c]);
+            std::array::from_fn(|r| $cols::<C>(w.add(r * row_bytes), row_bytes, cols))
+        }
+    };
+}
+
+tile_vl!(tile_q4k_vl, q4k_cols);
+tile_vl!(tile_q6k_vl, q6k_cols);
 
 /// Prefill tiles: `R` weight rows × `C` activation rows. Each weight block is unpacked once and
 /// used for all `C` rows; every (row, activation) pair accumulates exactly as the one-row
