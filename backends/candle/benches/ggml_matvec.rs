@@ -1,7 +1,8 @@
 //! Decode-shaped quantized matvecs (one activation row) on the native GGML kernels: GB/s of
 //! weight bytes streamed, to compare with the machine's read bandwidth (tools/bench/membw.c).
 //!
-//! `cargo bench -p infer-backend-candle --bench ggml_matvec` (threads: `CANDLE_NUM_THREADS`).
+//! `cargo bench -p infer-backend-candle --bench ggml_matvec [-- NAME...]` (threads:
+//! `CANDLE_NUM_THREADS`; NAME: run the cases whose name contains it).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,7 +30,12 @@ const CASES: [(&str, DType, GgmlDType, usize, usize); 8] = [
 ];
 
 fn main() {
+    // `cargo bench ... -- hot` runs the cases whose name contains "hot" (cargo adds `--bench`).
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     for (name, dtype, g, rows, cols) in CASES {
+        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
         let values: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1013) as f32 / 1013.0) - 0.5).collect();
         let w = Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
         let bytes = QTensor::quantize(&w, g).unwrap().data().unwrap().into_owned();
