@@ -17,7 +17,14 @@ const PREFETCH: usize = 2048;
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
 unsafe fn unpack_pair(b0: *const u8) -> (__m512i, __m128) {
-    let b1 = b0.add(22);
+    unpack_two(b0, b0.add(22))
+}
+
+/// The Q5_0 blocks at `b0` and `b1`: their values in the low and the high half, their scales in
+/// lanes 0 and 1.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+unsafe fn unpack_two(b0: *const u8, b1: *const u8) -> (__m512i, __m128) {
     let (n0, n1) = (_mm_loadu_si128(b0.add(6) as *const __m128i), _mm_loadu_si128(b1.add(6) as *const __m128i));
     let lo_hi0 = _mm256_inserti128_si256(_mm256_castsi128_si256(n0), _mm_srli_epi16(n0, 4), 1);
     let lo_hi1 = _mm256_inserti128_si256(_mm256_castsi128_si256(n1), _mm_srli_epi16(n1, 4), 1);
@@ -28,6 +35,45 @@ unsafe fn unpack_pair(b0: *const u8) -> (__m512i, __m128) {
     let q = _mm512_mask_add_epi8(nibbles, _cvtu64_mask64(qh), nibbles, _mm512_set1_epi8(16));
     let dw = (b0 as *const u16).read_unaligned() as u32 | ((b1 as *const u16).read_unaligned() as u32) << 16;
     (q, _mm_cvtph_ps(_mm_cvtsi32_si128(dw as i32)))
+}
+
+/// `R` (even) Q5_0 rows dotted with one activation row, any block count. Rows 2p and 2p + 1
+/// share a register, block b of each in one half, so each half accumulates block after block as
+/// the 8 lanes of `avx2::dot_q5_0_rows` do: the same lane sums and f32 operations in the same
+/// order (bit-identical), and one 512-bit multiply-add per block pair, where two blocks of one
+/// row per register need an extract and two broadcasts to keep that order.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+pub unsafe fn dot_q5_0_row_pairs<const R: usize>(w: *const u8, row_bytes: usize, x: &ActRow) -> [f32; R] {
+    debug_assert!(R.is_multiple_of(2));
+    let nb = row_bytes / 22;
+    let (xq, xd) = (x.q.as_ptr(), x.d.as_ptr());
+    let (zero, sixteen) = (_mm512_setzero_si512(), _mm512_set1_epi8(16));
+    // Scale lane 0 into lanes 0..8, lane 1 into 8..16.
+    let halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    // The row pairs' accumulators are the first R / 2.
+    let mut acc = [_mm512_setzero_ps(); R];
+    for b in 0..nb {
+        let xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(xq.add(b * 32) as *const __m256i));
+        // Σ (q - 16) x = Σ q x - 16 Σ x per lane of four values: the products accumulate onto
+        // -16 Σ x (as the AVX2 kernel's difference, exactly).
+        let neg_offset = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, sixteen, xv));
+        let dx = _mm_set1_ps(*xd.add(b));
+        for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
+            let b0 = w.add(2 * p * row_bytes + b * 22);
+            let b1 = b0.add(row_bytes);
+            _mm_prefetch::<_MM_HINT_T0>(b0.add(PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(b1.add(PREFETCH) as *const i8);
+            let (q, dw) = unpack_two(b0, b1);
+            let d = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_mul_ps(dw, dx)));
+            *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_offset, q, xv)), *acc);
+        }
+    }
+    let mut out = [0f32; R];
+    for p in 0..R / 2 {
+        out[2 * p] = hsum(_mm512_castps512_ps256(acc[p]));
+        out[2 * p + 1] = hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+    }
+    out
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]

@@ -284,13 +284,7 @@ fn group_kernel_for(format: Format, isa: Isa) -> GroupDotFn {
     {
         // SAFETY (all): as in `kernel`; the slice holds GROUP rows of `rb` bytes.
         if isa >= Isa::Avx512 && format == Format::Q5_0 {
-            return |w, rb, x| {
-                if (rb / 22) % 2 == 0 {
-                    unsafe { avx512::dot_q5_0_rows::<GROUP>(w.as_ptr(), rb, x) }
-                } else {
-                    unsafe { avx2::dot_q5_0_rows::<GROUP>(w.as_ptr(), rb, x) }
-                }
-            };
+            return |w, rb, x| unsafe { avx512::dot_q5_0_row_pairs::<GROUP>(w.as_ptr(), rb, x) };
         }
         if isa >= Isa::Avx2 {
             match format {
