@@ -3,6 +3,9 @@
 //! instruction. Q5_0 is the formats' most expensive to unpack, and the one these "Q4_K_M" files
 //! hold most of (rows of 640 and 896 values do not divide into k-quant super-blocks). Only called
 //! after run-time detection of avx512f/bw/vl/vnni and an even number of blocks per row.
+//!
+//! Q8_0 rows (any block count) two rows per register instead: in these files the largest
+//! matrix, the tied output projection, is Q8_0.
 
 use std::arch::x86_64::*;
 
@@ -153,6 +156,80 @@ pub unsafe fn tile_q5_0<const R: usize, const C: usize>(
         for c in 0..C {
             o[c] = hsum(a[c]);
         }
+    }
+    out
+}
+
+/// The f16 scale at `p` as f32 in lane 0. Reads 8 bytes (`p..p + 8` must be readable): from
+/// memory, `vcvtph2ps` needs no shuffle (see `avx2::f16_at`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+unsafe fn scale_at(p: *const u8) -> __m128 {
+    _mm_cvtph_ps(_mm_loadl_epi64(p as *const __m128i))
+}
+
+/// The Q8_0 blocks at `b0` and `b1`: their 32 weights each, in the low and the high half, and
+/// their scales in lanes 0..8 and 8..16.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+unsafe fn q8_0_halves(b0: *const u8, b1: *const u8) -> (__m512i, __m512) {
+    let lo = _mm256_loadu_si256(b0.add(2) as *const __m256i);
+    let q = _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256(b1.add(2) as *const __m256i), 1);
+    // Lane 0 of the first operand into lanes 0..8, lane 0 of the second (index 16) into 8..16.
+    let halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+    let (d0, d1) = (_mm512_castps128_ps512(scale_at(b0)), _mm512_castps128_ps512(scale_at(b1)));
+    (q, _mm512_permutex2var_ps(d0, halves, d1))
+}
+
+/// `R` Q8_0 rows (34-byte blocks: f16 scale, 32 signed bytes) dotted with one activation row.
+/// Rows 2p and 2p + 1 share a 512-bit register, block b of each in one half, so each half
+/// accumulates block after block as the 8 lanes of `avx2::dot_q8_0_rows` do: the same lane
+/// sums and the same f32 operations in the same order, bit-identical results. An odd last row
+/// runs in 256 bits. (Two blocks of one row per register measured slower than AVX2: keeping
+/// that order costs an extract and two broadcasts per pair.)
+///
+/// `vpdpbusd` multiplies unsigned by signed bytes: it takes w + 128 (w xor 0x80) and starts
+/// from -128 Σ x, per lane of four values: exactly Σ w x, as AVX2's `maddubs` + `madd` (no
+/// intermediate i16 that w + 128 could saturate).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+pub unsafe fn dot_q8_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &ActRow) -> [f32; R] {
+    let nb = row_bytes / 34;
+    let (xq, xd) = (x.q.as_ptr(), x.d.as_ptr());
+    let flip = _mm512_set1_epi8(-128);
+    // The row pairs' accumulators (the first R / 2), and an odd last row's.
+    let mut acc = [_mm512_setzero_ps(); R];
+    let mut last = _mm256_setzero_ps();
+    for b in 0..nb {
+        let x = _mm256_loadu_si256(xq.add(b * 32) as *const __m256i);
+        let xv = _mm512_broadcast_i64x4(x);
+        let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, xv);
+        let neg_offset = _mm512_sub_epi32(_mm512_setzero_si512(), offset);
+        let dx = _mm512_set1_ps(*xd.add(b));
+        for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
+            let b0 = w.add(2 * p * row_bytes + b * 34);
+            let b1 = b0.add(row_bytes);
+            _mm_prefetch::<_MM_HINT_T0>(b0.add(PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(b1.add(PREFETCH) as *const i8);
+            let (q, dw) = q8_0_halves(b0, b1);
+            let sum = _mm512_dpbusd_epi32(neg_offset, _mm512_xor_si512(q, flip), xv);
+            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(sum), *acc);
+        }
+        if R % 2 == 1 {
+            let blk = w.add((R - 1) * row_bytes + b * 34);
+            _mm_prefetch::<_MM_HINT_T0>(blk.add(PREFETCH) as *const i8);
+            let q = _mm256_xor_si256(_mm256_loadu_si256(blk.add(2) as *const __m256i), _mm512_castsi512_si256(flip));
+            let sum = _mm256_dpbusd_epi32(_mm512_castsi512_si256(neg_offset), q, x);
+            let d = _mm_mul_ss(scale_at(blk), _mm512_castps512_ps128(dx));
+            last = _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sum), last);
+        }
+    }
+    let mut out = [0f32; R];
+    for p in 0..R / 2 {
+        out[2 * p] = hsum(_mm512_castps512_ps256(acc[p]));
+        out[2 * p + 1] = hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+    }
+    if R % 2 == 1 {
+        out[R - 1] = hsum(last);
     }
     out
 }

@@ -247,6 +247,9 @@ fn kernel_for(format: Format, isa: Isa) -> DotFn {
     {
         // SAFETY (all): `isa()` checked the features each kernel is compiled for at run time;
         // the AVX-512 Q5_0 kernel also needs an even block count, checked here.
+        if isa >= Isa::Avx512 && format == Format::Q8_0 {
+            return |w, x| unsafe { avx512::dot_q8_0_rows::<1>(w.as_ptr(), w.len(), x)[0] };
+        }
         if isa >= Isa::Avx512 && format == Format::Q5_0 {
             return |w, x| {
                 if (w.len() / 22) % 2 == 0 {
@@ -283,6 +286,9 @@ fn group_kernel_for(format: Format, isa: Isa) -> GroupDotFn {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY (all): as in `kernel`; the slice holds GROUP rows of `rb` bytes.
+        if isa >= Isa::Avx512 && format == Format::Q8_0 {
+            return |w, rb, x| unsafe { avx512::dot_q8_0_rows::<GROUP>(w.as_ptr(), rb, x) };
+        }
         if isa >= Isa::Avx512 && format == Format::Q5_0 {
             return |w, rb, x| unsafe { avx512::dot_q5_0_row_pairs::<GROUP>(w.as_ptr(), rb, x) };
         }

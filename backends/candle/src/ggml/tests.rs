@@ -151,3 +151,73 @@ fn unsupported_shapes_fall_back() {
     assert!(GgmlMatrix::new(&[0u8; 144], DType::Q4K, &[2, 128]).unwrap().is_none());
     assert!(GgmlMatrix::new(&[0u8; 33], DType::Q8_0, &[1, 32]).is_err());
 }
+
+/// Deterministic pseudo-random bytes.
+fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 32) as u8
+        })
+        .collect()
+}
+
+/// `R` Q8_0 rows from `w` (`rb` bytes each) through the AVX-512 and the AVX2 kernel, bit for bit.
+///
+/// # Safety
+/// The CPU has AVX-512 VNNI; `w` holds `R` rows, `x` as many values as a row.
+#[cfg(target_arch = "x86_64")]
+unsafe fn assert_q8_0_rows_match<const R: usize>(w: &[u8], rb: usize, x: &ActRow, what: &str) {
+    assert!(w.len() >= R * rb && x.q.len() == rb / 34 * 32);
+    let bits = |v: [f32; R]| v.map(f32::to_bits);
+    let fast = avx512::dot_q8_0_rows::<R>(w.as_ptr(), rb, x);
+    let slow = avx2::dot_q8_0_rows::<R>(w.as_ptr(), rb, x);
+    assert_eq!(bits(fast), bits(slow), "{what}, {R} rows: {fast:?} vs {slow:?}");
+}
+
+/// The AVX-512 Q8_0 kernel gives the AVX2 one's results bit for bit: rows one at a time, in
+/// pairs, GROUP at once and 3 (a pair and an odd row), for even and odd block counts, on raw
+/// blocks with the extremes (every third block's weights start with eight -128, every fifth
+/// activation block is all 127 or all -127).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn q8_0_avx512_matches_avx2_bit_for_bit() {
+    if isa() < Isa::Avx512 {
+        eprintln!("skipped: no AVX-512 VNNI");
+        return;
+    }
+    for nb in [1usize, 2, 3, 20, 21] {
+        let rb = nb * 34;
+        let mut w = random_bytes(GROUP * rb, nb as u64);
+        let scales = values(GROUP * nb, 8 + nb as u64);
+        for (i, (blk, d)) in w.chunks_exact_mut(34).zip(scales).enumerate() {
+            blk[..2].copy_from_slice(&half::f16::from_f32(d).to_le_bytes());
+            if i % 3 == 0 {
+                blk[2..10].fill(0x80);
+            }
+        }
+        // Activations in -127..=127, as `QuantizedActs` makes them.
+        let mut q: Vec<i8> =
+            random_bytes(nb * 32, 100 + nb as u64).into_iter().map(|b| ((b % 255) as i16 - 127) as i8).collect();
+        for (i, blk) in q.chunks_exact_mut(32).enumerate() {
+            if i % 5 == 0 {
+                blk.fill(if i % 2 == 0 { 127 } else { -127 });
+            }
+        }
+        let d: Vec<f32> = values(nb, 9 + nb as u64).into_iter().map(|v| v.abs() + 1e-3).collect();
+        let x = ActRow { d: &d, q: &q, sums: &[] };
+        let what = format!("{nb} blocks");
+        // SAFETY: `isa()` checked the features; `w` holds GROUP rows of `rb` bytes.
+        unsafe {
+            assert_q8_0_rows_match::<GROUP>(&w, rb, &x, &what);
+            assert_q8_0_rows_match::<3>(&w[rb..], rb, &x, &what);
+            for r in 0..GROUP {
+                assert_q8_0_rows_match::<1>(&w[r * rb..], rb, &x, &format!("{what}, row {r}"));
+            }
+            assert_q8_0_rows_match::<2>(&w[2 * rb..], rb, &x, &what);
+        }
+    }
+}
