@@ -1,11 +1,13 @@
-//! AVX-512 (BW + VNNI) Q5_0 rows: two blocks per 512-bit register, the 5th bits applied through a
-//! mask register, and `vpdpbusd` doing the multiply-add of four byte pairs into i32 in one
-//! instruction. Q5_0 is the formats' most expensive to unpack, and the one these "Q4_K_M" files
-//! hold most of (rows of 640 and 896 values do not divide into k-quant super-blocks). Only called
-//! after run-time detection of avx512f/bw/vl/vnni and an even number of blocks per row.
+//! AVX-512 (BW + VNNI) Q5_0 and Q8_0 rows: 64 weights per 512-bit register, the Q5_0 5th bits
+//! applied through a mask register, and `vpdpbusd` doing the multiply-add of four byte pairs
+//! into i32 in one instruction. Q5_0 is the formats' most expensive to unpack, and the one these
+//! "Q4_K_M" files hold most of (rows of 640 and 896 values do not divide into k-quant
+//! super-blocks); their largest matrix, the tied output projection, is Q8_0.
 //!
-//! Q8_0 rows (any block count) two rows per register instead: in these files the largest
-//! matrix, the tied output projection, is Q8_0.
+//! Decode takes two rows per register (block b of each in one half: each half accumulates as the
+//! AVX2 kernel's 8 lanes, with one multiply-add per register); a single row and the prefill
+//! tiles take two consecutive blocks of a row (an even block count). Only called after run-time
+//! detection of avx512f/bw/vl/vnni. Every path is bit-identical to the AVX2 kernels.
 
 use std::arch::x86_64::*;
 
