@@ -15,7 +15,8 @@
 //! tokenizer or quant kernel moves logits by whole units and fails these bounds at once.
 //! Measured (candle, native GGML kernels in llama.cpp's f32 order, printed by the test): Gemma
 //! agreement 157/160, worst gap 0.21, top-10 max |Δ| 0.53, all 32 free-running ids identical on
-//! 2 of 5 prompts; Qwen 156/160, 0.18, 0.17, 3 of 5 (candle's QTensor kernels before: Gemma
+//! 3 of 5 prompts (2 of 5 before the decode attention products summed in another order); Qwen
+//! 156/160, 0.18, 0.17, 3 of 5 (candle's QTensor kernels before: Gemma
 //! 154/160, 0.31, 0.51; Qwen 156/160, 0.05, 0.17). With an f16 KV cache like llama.cpp's, Qwen
 //! gets 157/160 and a worst gap of 0.07 but 2 of 5 identical, and Gemma's prompt-end logits move
 //! 0.91 (over LOGIT_TOL), so the test keeps the f32 cache.
