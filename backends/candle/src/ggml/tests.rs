@@ -14,14 +14,23 @@ const FORMATS: [(DType, GgmlDType); 4] = [
     (DType::Q6K, GgmlDType::Q6K),
 ];
 
+/// A deterministic xorshift stream.
+fn xorshift(seed: u64) -> impl Iterator<Item = u64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    std::iter::repeat_with(move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    })
+}
+
 /// Deterministic values with a spread of magnitudes and signs (a few large outliers per row).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
+    xorshift(seed)
+        .take(n)
+        .enumerate()
+        .map(|(i, s)| {
             let u = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
             if i % 97 == 3 {
                 u * 8.0
@@ -154,15 +163,7 @@ fn unsupported_shapes_fall_back() {
 
 /// Deterministic pseudo-random bytes.
 fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 32) as u8
-        })
-        .collect()
+    xorshift(seed).take(n).map(|s| (s >> 32) as u8).collect()
 }
 
 /// `R` Q8_0 rows from `w` (`rb` bytes each) through the AVX-512 and the AVX2 kernel, bit for bit.
