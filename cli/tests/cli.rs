@@ -4,23 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use infer_tests::cli::{stderr, stdout, Infer};
 use infer_tests::{fixture, golden, plugin_library};
 
 fn infer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infer"))
-        .args(args)
-        // Tests must not pick up a developer's own configuration.
-        .env("INFER_CONFIG", infer_tests::repo_root().join("plugins.toml"))
-        .output()
-        .expect("run infer")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    Infer::new(env!("CARGO_BIN_EXE_infer")).run(args)
 }
 
 /// With the default cache and with an f16 one (whose rounding does not flip this case's greedy
@@ -145,19 +133,8 @@ fn edit_config(dir: &Path, f: impl FnOnce(&mut serde_json::Map<String, serde_jso
     std::fs::write(&path, v.to_string()).unwrap();
 }
 
-/// Runs `infer run` and asserts: failure, one `error:` line naming every `needles` item, no panic.
 fn assert_clean_error(args: &[&str], needles: &[&str]) {
-    let o = infer(args);
-    let err = stderr(&o);
-    assert!(!o.status.success(), "should fail: {args:?}");
-    assert_eq!(o.status.code(), Some(1), "exit code for {args:?}: {err}");
-    assert!(!err.contains("panicked"), "panic for {args:?}: {err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "one line expected for {args:?}, got: {err}");
-    assert!(lines[0].starts_with("error: "), "{err}");
-    for n in needles {
-        assert!(lines[0].contains(n), "{args:?}: expected {n:?} in {err}");
-    }
+    Infer::new(env!("CARGO_BIN_EXE_infer")).assert_clean_error(args, needles)
 }
 
 fn run_args(dir: &Path) -> Vec<String> {

@@ -2,22 +2,15 @@
 //! every output format, streaming, code dumps, voice presets, and one clear error line for bad input.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use infer_core::audio::Audio;
 use infer_core::audio_io::{read_audio, write_audio, AudioFormat};
+use infer_tests::cli::{stderr, Infer};
 use infer_tests::fixture;
 
 fn infer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infer"))
-        .args(args)
-        .env("INFER_CONFIG", infer_tests::repo_root().join("plugins.toml"))
-        .output()
-        .expect("run infer")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    Infer::new(env!("CARGO_BIN_EXE_infer")).run(args)
 }
 
 fn model() -> String {
@@ -132,15 +125,7 @@ fn voice_presets_from_an_8khz_recording() {
 }
 
 fn assert_clean_error(args: &[&str], needles: &[&str]) {
-    let o = infer(args);
-    let err = stderr(&o);
-    assert!(!o.status.success(), "{args:?} should fail");
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "{args:?}: expected one error line, got {err}");
-    for n in needles {
-        assert!(lines[0].contains(n), "{args:?}: `{}` lacks `{n}`", lines[0]);
-    }
+    Infer::new(env!("CARGO_BIN_EXE_infer")).assert_clean_error(args, needles)
 }
 
 #[test]

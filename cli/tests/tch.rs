@@ -7,22 +7,10 @@
 //! rpath.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use infer_tests::{fixture, golden, plugin_library};
-
-const LLM_FIXTURES: [&str; 10] = [
-    "qwen3/gqa",
-    "qwen3/head-dim",
-    "qwen3/sharded",
-    "qwen3/bf16",
-    "qwen2/base",
-    "qwen2/tied",
-    "llama3/scaled",
-    "llama3/plain",
-    "gemma3/base",
-    "gemma3/window-long",
-];
+use infer_tests::cli::{stderr, Infer};
+use infer_tests::{fixture, golden, plugin_library, LLM_FIXTURES};
 
 /// A plugins.toml in `dir` that adds `lib` to the built-in plugins.
 fn config_with(dir: &Path, lib: &Path, optional: bool) -> PathBuf {
@@ -33,16 +21,7 @@ fn config_with(dir: &Path, lib: &Path, optional: bool) -> PathBuf {
 }
 
 fn infer(config: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infer"))
-        .args(args)
-        .env("INFER_CONFIG", config)
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .expect("run infer")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    Infer::new(env!("CARGO_BIN_EXE_infer")).with_config(config).run(args)
 }
 
 fn run_json(config: &Path, dir: &Path, ids: &[u32], n: usize, backend: &str) -> Output {

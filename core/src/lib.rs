@@ -10,14 +10,15 @@
 pub mod audio;
 pub mod audio_io;
 pub mod backend;
-pub mod checkpoint;
-pub mod config;
+pub mod checkpoint_info;
 pub mod dsp;
 pub mod dtype;
 pub mod error;
 pub mod gguf;
 pub mod op;
 pub mod plugin;
+pub mod plugin_config;
+pub mod process_memory;
 pub mod registry;
 pub mod speech_ffi;
 pub mod tensor;
@@ -28,12 +29,12 @@ pub use backend::{
     Backend, BackendImpl, BackendImpl_TO, BackendObj, DeviceInfo, DeviceKind, MemoryStats, SharedBytes,
     SharedBytesImpl, SharedBytesImpl_TO, TensorImpl, TensorImpl_TO, TensorObj,
 };
-pub use config::PluginConfig;
 pub use dtype::DType;
 pub use error::{catch_panic, Error, ErrorKind, FfiError, Result};
 pub use gguf::GgufFile;
 pub use op::{BinaryOp, CmpOp, Op, ReduceOp, RopeLayout, UnaryOp};
 pub use plugin::{ModelKind, ModelLoadOptions};
+pub use plugin_config::PluginConfig;
 pub use registry::{Origin, Registry};
 pub use tensor::{AttentionOpts, Conv1dParams, Tensor};
 pub use text::causal_lm::{CausalLm, CausalLmBox};

@@ -151,6 +151,30 @@ pub enum Op<'a> {
 }
 
 impl Op<'_> {
+    /// (min, max) number of inputs the op takes.
+    pub fn arity(&self) -> (usize, usize) {
+        match self {
+            Op::Binary(_) | Op::Compare(_) | Op::IndexSelect { .. } | Op::Gather { .. } | Op::Matmul => (2, 2),
+            Op::Embedding | Op::RmsNorm { .. } | Op::SliceAssign { .. } => (2, 2),
+            Op::Where | Op::Rope(_) => (3, 3),
+            Op::Linear | Op::LayerNorm { .. } | Op::Conv1d { .. } | Op::ConvTranspose1d { .. } => (2, 3),
+            Op::Attention { .. } => (3, 4),
+            Op::Concat { .. } => (1, usize::MAX),
+            _ => (1, 1),
+        }
+    }
+
+    /// An error unless `n` inputs fit the op's arity; `operands` describes them for the message
+    /// (called only on failure, so the check costs nothing per op).
+    pub fn check_arity(&self, n: usize, operands: impl FnOnce() -> String) -> crate::Result<()> {
+        let (min, max) = self.arity();
+        if (min..=max).contains(&n) {
+            return Ok(());
+        }
+        let want = if min == max { format!("{min}") } else { format!("{min} to {max}") };
+        Err(crate::Error::invalid(format!("{}: takes {want} inputs, got {n} ({})", self.name(), operands())))
+    }
+
     /// Short name for errors and traces.
     pub fn name(&self) -> &'static str {
         match self {
@@ -187,4 +211,9 @@ impl Op<'_> {
             Op::SliceAssign { .. } => "slice_assign",
         }
     }
+}
+
+/// Operand descriptions (`f32[1, 4]`, ...) as one bracketed list for error messages.
+pub fn describe_operands(described: impl IntoIterator<Item = String>) -> String {
+    format!("[{}]", described.into_iter().collect::<Vec<_>>().join(", "))
 }

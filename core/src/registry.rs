@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::audio::SpeechSynthesizer;
 use crate::backend::lift;
-use crate::checkpoint::CheckpointInfo;
-use crate::config::PluginConfig;
+use crate::checkpoint_info::CheckpointInfo;
 use crate::plugin::{self, library, BackendPlugin, ModelKind, ModelLoadOptions, ModelPlugin};
+use crate::plugin_config::PluginConfig;
 use crate::speech_ffi::HostSpeech;
 use crate::text::engine::LlmEngine;
 use crate::text::model::TextModel;

@@ -128,7 +128,7 @@ impl Weights {
     }
 
     /// The same weights under `prefix.` (e.g. `model.layers.3`).
-    pub fn pp(&self, prefix: impl std::fmt::Display) -> Self {
+    pub fn prefixed(&self, prefix: impl std::fmt::Display) -> Self {
         let prefix = if self.prefix.is_empty() { prefix.to_string() } else { format!("{}.{prefix}", self.prefix) };
         Weights { prefix, ..self.clone() }
     }

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: fixture paths, golden files, plugin libraries and
 //! the backend configurations every model test runs on.
 
+pub mod cli;
+
 use std::path::{Path, PathBuf};
 
 use infer_core::{PluginConfig, Registry, Result};
@@ -17,6 +19,40 @@ pub fn repo_root() -> PathBuf {
 
 pub fn fixture(rel: &str) -> PathBuf {
     repo_root().join("tests/fixtures").join(rel)
+}
+
+/// Where tools/models/fetch.sh puts the real GGUF models (`$INFER_MODELS_DIR`, else
+/// `~/.cache/infer/models`).
+pub fn models_dir() -> PathBuf {
+    match std::env::var_os("INFER_MODELS_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/infer/models"),
+    }
+}
+
+/// Every LLM parity fixture (tools/fixtures/make_qwen3.py, make_llm_family.py).
+pub const LLM_FIXTURES: [&str; 10] = [
+    "qwen3/gqa",
+    "qwen3/head-dim",
+    "qwen3/sharded",
+    "qwen3/bf16",
+    "qwen2/base",
+    "qwen2/tied",
+    "llama3/scaled",
+    "llama3/plain",
+    "gemma3/base",
+    "gemma3/window-long",
+];
+
+/// Copies the files of `from` (not its subdirectories) into `to`, except those named in `skip`.
+pub fn copy_dir(from: &Path, to: &Path, skip: &[&str]) {
+    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
+    for e in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
+        let e = e.expect("directory entry");
+        if e.path().is_file() && !skip.iter().any(|s| e.file_name() == *s) {
+            std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+        }
+    }
 }
 
 /// The cargo profile directory the running test was built in (target/debug, target/release).
@@ -44,9 +80,9 @@ pub fn plugin_library(lib_name: &str) -> PathBuf {
 pub enum Setup {
     /// candle and the LLM plugin linked into the test binary.
     CandleBuiltIn,
-    /// candle and the LLM plugin loaded from their cdylibs through a plugins.toml.
+    /// candle and every model plugin loaded from their cdylibs through a plugins.toml.
     CandleLibrary,
-    /// tch (libtorch, CPU) and the LLM plugin loaded from their cdylibs through a plugins.toml.
+    /// tch (libtorch, CPU) and every model plugin loaded from their cdylibs through a plugins.toml.
     /// The test binaries never link libtorch: only the tch library does (found by its rpath).
     TchLibrary,
 }
@@ -59,10 +95,8 @@ impl Setup {
     pub fn registry(self) -> Result<Registry> {
         match self {
             Setup::CandleBuiltIn => Registry::builtin(),
-            Setup::CandleLibrary => {
-                Registry::from_config(library_config(&["infer_plugin_candle", "infer_plugin_llm"])?)
-            }
-            Setup::TchLibrary => Registry::from_config(library_config(&["infer_plugin_tch", "infer_plugin_llm"])?),
+            Setup::CandleLibrary => Registry::from_config(library_config(&with_models("infer_plugin_candle"))?),
+            Setup::TchLibrary => Registry::from_config(library_config(&with_models("infer_plugin_tch"))?),
         }
     }
 
@@ -72,6 +106,15 @@ impl Setup {
             Setup::TchLibrary => "tch",
         }
     }
+}
+
+/// The workspace's model plugin libraries: the library setups load all of them, so each model's
+/// tests run with its plugin loaded by configuration and built-ins off.
+pub const MODEL_LIBRARIES: &[&str] = &["infer_plugin_llm", "infer_plugin_qwen3_tts"];
+
+/// A backend library plus every model library.
+fn with_models(backend_library: &str) -> Vec<&str> {
+    std::iter::once(backend_library).chain(MODEL_LIBRARIES.iter().copied()).collect()
 }
 
 /// A plugins.toml (written to a temp dir, returned parsed) that loads the named workspace

@@ -23,10 +23,8 @@
 //! gets 157/160 and a worst gap of 0.07 but 2 of 5 identical, and Gemma's prompt-end logits move
 //! 0.91 (over LOGIT_TOL), so the test keeps the f32 cache.
 
-use std::path::PathBuf;
-
 use infer_core::{GenerateConfig, LoadConfig, Registry, TextModel};
-use infer_tests::fixture;
+use infer_tests::{fixture, models_dir};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -60,13 +58,6 @@ const MIN_IDENTICAL: usize = 2;
 
 const SPECIALS: [&str; 6] =
     ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<start_of_turn>", "<end_of_turn>", "<bos>"];
-
-fn models_dir() -> PathBuf {
-    match std::env::var_os("INFER_MODELS_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/infer/models"),
-    }
-}
 
 fn load(name: &str) -> (Golden, Box<dyn TextModel>) {
     let golden: Golden =

@@ -8,21 +8,9 @@
 //! error (a wrong norm, RoPE layout or mask shifts logits by > 1e-2).
 
 use infer_core::{DType, GenerateConfig, LoadConfig};
-use infer_tests::{fixture, golden, max_abs_diff, Setup};
+use infer_tests::{fixture, golden, max_abs_diff, Setup, LLM_FIXTURES as CHECKPOINTS};
 
 const F32_TOL: f32 = 1e-4;
-const CHECKPOINTS: [&str; 10] = [
-    "qwen3/gqa",
-    "qwen3/head-dim",
-    "qwen3/sharded",
-    "qwen3/bf16",
-    "qwen2/base",
-    "qwen2/tied",
-    "llama3/scaled",
-    "llama3/plain",
-    "gemma3/base",
-    "gemma3/window-long",
-];
 
 fn load_cfg(setup: Setup, dtype: DType) -> LoadConfig {
     LoadConfig { backend: Some(setup.backend().into()), dtype: Some(dtype), ..Default::default() }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use infer_core::audio::{Audio, AudioCodec};
 use infer_core::{Backend, DType, Error};
 use infer_qwen3_tts::codec::{find_codec_dir, Codec12Hz, SEGMENT_FRAMES};
-use infer_tests::{fixture, max_abs_diff, Setup};
+use infer_tests::{copy_dir, fixture, max_abs_diff, Setup};
 use safetensors::{Dtype, SafeTensors};
 
 /// Decoded samples: measured max 9.0e-6.
@@ -239,11 +239,11 @@ fn finds_the_codec_folder_beside_or_inside_the_talker() {
     assert!(e.contains("speech_tokenizer") && e.contains("Qwen3-TTS-Tokenizer-12Hz"), "{e}");
 
     let sibling = tmp.path().join("Qwen3-TTS-Tokenizer-12Hz");
-    copy_dir(&codec_dir(), &sibling);
+    copy_dir(&codec_dir(), &sibling, &[]);
     assert_eq!(find_codec_dir(&talker).unwrap(), sibling);
 
     let inside = talker.join("speech_tokenizer");
-    copy_dir(&codec_dir(), &inside);
+    copy_dir(&codec_dir(), &inside, &[]);
     assert_eq!(find_codec_dir(&talker).unwrap(), inside, "the checkpoint's own subfolder comes first");
     let codec = Codec12Hz::load_for_model(&talker, &backend(Setup::CandleBuiltIn), DType::F32).unwrap();
     assert_eq!(codec.num_codebooks(), 16);
@@ -320,13 +320,6 @@ fn weight_norm_is_folded_at_load() {
     let codes = g.codes("decode_5.codes");
     let diff = max_abs_diff(&codec.decode(&codes).unwrap().samples, g.f32("decode_5.wav"));
     assert!(diff <= WAV_TOL, "weight-normed checkpoint decodes {diff} away from the reference");
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for name in ["config.json", "model.safetensors"] {
-        std::fs::copy(from.join(name), to.join(name)).unwrap();
-    }
 }
 
 /// Decode speed on a codec with the released checkpoint's sizes (random weights), written by

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use infer_core::audio::{Audio, CodebookSampling, SpeechOptions, SpeechSynthesizer, Voice};
 use infer_core::audio_io::read_audio;
 use infer_core::{CancelToken, LoadConfig, Registry};
-use infer_tests::{fixture, max_abs_diff};
+use infer_tests::{copy_dir, fixture, max_abs_diff, Setup};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -72,11 +72,15 @@ fn reference_wav(dir: &Path) -> Audio {
 }
 
 #[test]
-fn greedy_codes_and_audio_in_both_layouts() {
-    for model in ["qwen3-tts/small", "qwen3-tts/mtp"] {
+fn greedy_codes_and_audio_in_both_layouts_on_every_setup() {
+    // Every setup: the plugin built in, and libinfer_plugin_qwen3_tts loaded by plugins.toml with
+    // built-ins off (on candle and on tch).
+    for (setup, model) in Setup::all().into_iter().flat_map(|s| ["qwen3-tts/small", "qwen3-tts/mtp"].map(|m| (s, m))) {
         let dir = fixture(model);
         let g = goldens(&dir);
-        let tts = load(&dir);
+        let cfg = LoadConfig { backend: Some(setup.backend().into()), ..LoadConfig::default() };
+        let tts = setup.registry().unwrap().load_speech_model(&dir, &cfg).unwrap();
+        let model = format!("{model} on {setup:?}");
         assert_eq!(tts.sample_rate(), 24000);
         assert!(tts.languages().contains(&"english".to_string()));
         let c = case(&g, "auto_no_voice");
@@ -141,16 +145,6 @@ fn writable_copy() -> (tempfile::TempDir, PathBuf) {
     copy_dir(&fixture("qwen3-tts/small"), &model, &["speech_tokenizer"]);
     copy_dir(&fixture("qwen3-tts/codec"), &tmp.path().join("Qwen3-TTS-Tokenizer-12Hz"), &[]);
     (tmp, model)
-}
-
-fn copy_dir(from: &Path, to: &Path, skip: &[&str]) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if !skip.iter().any(|s| e.file_name() == *s) {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
 }
 
 #[test]

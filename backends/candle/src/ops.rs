@@ -19,32 +19,14 @@ use crate::tensor::{downcast, CandleTensor};
 pub fn exec(op: Op<'_>, inputs: &[&TensorObj]) -> Result<TensorObj> {
     let name = op.name();
     let ts = inputs.iter().map(|o| downcast(o, name)).collect::<Result<Vec<&CandleTensor>>>()?;
-    let (min, max) = arity(&op);
-    if ts.len() < min || ts.len() > max {
-        let want = if min == max { format!("{min}") } else { format!("{min} to {max}") };
-        return Err(Error::invalid(format!("{name}: takes {want} inputs, got {} ({})", ts.len(), describe(&ts))));
-    }
+    op.check_arity(ts.len(), || describe(&ts))?;
     run(op, &ts)
         .and_then(CandleTensor::wrap)
         .map_err(|e| Error::backend(format!("{name} {}: {}", describe(&ts), crate::error::message(&e))))
 }
 
 fn describe(ts: &[&CandleTensor]) -> String {
-    let parts: Vec<String> = ts.iter().map(|t| t.describe()).collect();
-    format!("[{}]", parts.join(", "))
-}
-
-/// (min, max) number of inputs of each op.
-fn arity(op: &Op<'_>) -> (usize, usize) {
-    match op {
-        Op::Binary(_) | Op::Compare(_) | Op::IndexSelect { .. } | Op::Gather { .. } | Op::Matmul => (2, 2),
-        Op::Embedding | Op::RmsNorm { .. } | Op::SliceAssign { .. } => (2, 2),
-        Op::Where | Op::Rope(_) => (3, 3),
-        Op::Linear | Op::LayerNorm { .. } | Op::Conv1d { .. } | Op::ConvTranspose1d { .. } => (2, 3),
-        Op::Attention { .. } => (3, 4),
-        Op::Concat { .. } => (1, usize::MAX),
-        _ => (1, 1),
-    }
+    infer_core::op::describe_operands(ts.iter().map(|t| t.describe()))
 }
 
 fn run(op: Op<'_>, ts: &[&CandleTensor]) -> candle_core::Result<Tensor> {

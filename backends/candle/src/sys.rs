@@ -43,36 +43,8 @@ fn simd_features() -> Vec<&'static str> {
     f
 }
 
-/// A `key:   1234 kB` line of a /proc file, in bytes.
-fn proc_kb(text: &str, key: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-}
-
-/// Process memory: active = resident set (VmRSS), peak = its high-water mark (VmHWM), total =
-/// the machine's RAM (MemTotal). The CPU backend's tensors live in the process heap, so RSS is
-/// the honest figure (it includes mmapped weights that were touched). 0 where unknown.
+/// Process memory (the CPU backend's tensors live in the process heap, so RSS is the honest
+/// figure; it includes mmapped weights that were touched).
 pub fn memory_stats() -> MemoryStats {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    MemoryStats {
-        active_bytes: proc_kb(&status, "VmRSS").unwrap_or(0),
-        peak_bytes: proc_kb(&status, "VmHWM").unwrap_or(0),
-        device_total_bytes: proc_kb(&meminfo, "MemTotal").unwrap_or(0),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::proc_kb;
-
-    #[test]
-    fn parses_proc_lines() {
-        let s = "Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n";
-        assert_eq!(proc_kb(s, "VmRSS"), Some(1024 * 1024));
-        assert_eq!(proc_kb(s, "VmHWM"), Some(2048 * 1024));
-        assert_eq!(proc_kb(s, "VmSwap"), None);
-    }
+    infer_core::process_memory::process_memory()
 }

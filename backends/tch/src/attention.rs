@@ -15,7 +15,7 @@
 
 use tch::{Device, Kind, Tensor};
 
-use crate::error::{bail, R};
+use crate::error::{bail, OpResult};
 use crate::ops::cast;
 use crate::tensor::TchTensor;
 
@@ -29,7 +29,13 @@ pub struct AttnParams {
 
 /// q (b,hq,tq,d), k (b,hkv,tk,d), v (b,hkv,tk,dv), mask broadcastable to (b,hq,tq,tk)
 /// -> (b,hq,tq,dv) in q's dtype.
-pub fn attention(q: &TchTensor, k: &TchTensor, v: &TchTensor, mask: Option<&TchTensor>, p: AttnParams) -> R<TchTensor> {
+pub fn attention(
+    q: &TchTensor,
+    k: &TchTensor,
+    v: &TchTensor,
+    mask: Option<&TchTensor>,
+    p: AttnParams,
+) -> OpResult<TchTensor> {
     let ([b, hq, tq, d], [bk, hkv, tk, dk], [bv, hv, tv, dv]) = match (q.dims(), k.dims(), v.dims()) {
         (&[a, b_, c, d], &[e, f, g, h], &[i, j, l, m]) => ([a, b_, c, d], [e, f, g, h], [i, j, l, m]),
         _ => bail!("q, k, v must be rank 4, got {:?}, {:?}, {:?}", q.dims(), k.dims(), v.dims()),
@@ -107,7 +113,7 @@ pub fn attention(q: &TchTensor, k: &TchTensor, v: &TchTensor, mask: Option<&TchT
 
 /// The additive (tq, tk) mask of causal / window visibility: 0 where query i (absolute position
 /// `tk - tq + i`) sees key j, -inf elsewhere; `None` when every query sees every key.
-fn visibility_mask(tq: usize, tk: usize, p: AttnParams, kind: Kind, device: Device) -> R<Option<Tensor>> {
+fn visibility_mask(tq: usize, tk: usize, p: AttnParams, kind: Kind, device: Device) -> OpResult<Option<Tensor>> {
     let first = tk as i64 - tq as i64;
     let last = first + tq as i64 - 1;
     // Query 0 (the one that sees the fewest keys when causal) sees all keys iff it is the last
@@ -135,7 +141,7 @@ fn visibility_mask(tq: usize, tk: usize, p: AttnParams, kind: Kind, device: Devi
 /// Scores computed explicitly (soft-capping): softmax(softcap(q·kᵀ·scale) + mask) · v, with the
 /// softmax in f32. K/V heads are shared by `rep` query heads through a (b, hkv, rep·tq, d) view
 /// of q, as in the candle backend.
-fn explicit(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<Tensor>, p: AttnParams, rep: usize) -> R<Tensor> {
+fn explicit(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<Tensor>, p: AttnParams, rep: usize) -> OpResult<Tensor> {
     let (b, hq, tq, d) = q.size4()?;
     let (_, hkv, tk, _) = k.size4()?;
     let dv = v.size4()?.3;

@@ -3,7 +3,7 @@
 use infer_core::{DType, Error, Result};
 use tch::{Device, Kind, Tensor};
 
-use crate::error::{Er, R};
+use crate::error::{OpError, OpResult};
 use crate::tensor::{storage_kind, TchTensor};
 
 fn size(shape: &[usize]) -> Vec<i64> {
@@ -25,7 +25,7 @@ pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize], device: Device) -
             "from_bytes: the tch backend has no {dtype} kernels (GGML block formats are dequantized at load)"
         )));
     };
-    let build = || -> R<TchTensor> {
+    let build = || -> OpResult<TchTensor> {
         let t = if dtype == DType::U32 {
             // Stored widened to i64 (see tensor.rs).
             let v: Vec<i64> =
@@ -42,7 +42,7 @@ pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize], device: Device) -
 }
 
 /// Row-major little-endian bytes (copied out of strided views and off the device as needed).
-pub fn to_bytes(x: &TchTensor) -> R<Vec<u8>> {
+pub fn to_bytes(x: &TchTensor) -> OpResult<Vec<u8>> {
     let t = if x.t.device() == Device::Cpu { x.t.shallow_clone() } else { x.t.f_to(Device::Cpu)? };
     let t = t.f_contiguous()?;
     let numel: usize = x.dims().iter().product();
@@ -57,7 +57,7 @@ pub fn to_bytes(x: &TchTensor) -> R<Vec<u8>> {
         t.f_copy_data_u8(&mut out, numel)?;
     }
     if cfg!(target_endian = "big") {
-        return Err(Er("to_bytes: big-endian hosts are not supported".into()));
+        return Err(OpError("to_bytes: big-endian hosts are not supported".into()));
     }
     Ok(out)
 }
@@ -67,7 +67,7 @@ pub fn full(value: f64, dtype: DType, shape: &[usize], device: Device) -> Result
     let Some(kind) = storage_kind(dtype) else {
         return Err(Error::unsupported(format!("full: cannot fill a quantized {dtype} tensor")));
     };
-    let build = || -> R<TchTensor> {
+    let build = || -> OpResult<TchTensor> {
         let t = match kind {
             Kind::Float | Kind::Half | Kind::BFloat16 => Tensor::f_full(size(shape), value, (kind, device))?,
             Kind::Uint8 => Tensor::f_full(size(shape), value as u8 as i64, (kind, device))?,

@@ -4,20 +4,20 @@ use tch::TchError;
 
 /// An op failure inside the backend; the op name and operand shapes are added by `ops::exec`.
 #[derive(Debug)]
-pub struct Er(pub String);
+pub struct OpError(pub String);
 
-pub type R<T> = std::result::Result<T, Er>;
+pub type OpResult<T> = std::result::Result<T, OpError>;
 
-impl From<TchError> for Er {
+impl From<TchError> for OpError {
     fn from(e: TchError) -> Self {
-        Er(message(&e))
+        OpError(message(&e))
     }
 }
 
-/// `return Err(Er(format!(...)))` in one line.
+/// `return Err(OpError(format!(...)))` in one line.
 macro_rules! bail {
     ($($arg:tt)*) => {
-        return Err($crate::error::Er(format!($($arg)*)))
+        return Err($crate::error::OpError(format!($($arg)*)))
     };
 }
 pub(crate) use bail;

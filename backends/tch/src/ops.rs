@@ -8,40 +8,22 @@ use infer_core::{Result, TensorObj};
 use tch::{Kind, Tensor};
 
 use crate::attention::{self, AttnParams};
-use crate::error::{bail, R};
+use crate::error::{bail, OpResult};
 use crate::tensor::{downcast, storage_kind, TchTensor};
 
 /// Runs `op` on `inputs`; errors read "<op> [f32[1, 4], ...]: <what went wrong>".
 pub fn exec(op: Op<'_>, inputs: &[&TensorObj]) -> Result<TensorObj> {
     let name = op.name();
     let ts = inputs.iter().map(|o| downcast(o, name)).collect::<Result<Vec<&TchTensor>>>()?;
-    let (min, max) = arity(&op);
-    if ts.len() < min || ts.len() > max {
-        let want = if min == max { format!("{min}") } else { format!("{min} to {max}") };
-        return Err(Error::invalid(format!("{name}: takes {want} inputs, got {} ({})", ts.len(), describe(&ts))));
-    }
+    op.check_arity(ts.len(), || describe(&ts))?;
     run(op, &ts).map(TchTensor::into_obj).map_err(|e| Error::backend(format!("{name} {}: {}", describe(&ts), e.0)))
 }
 
 fn describe(ts: &[&TchTensor]) -> String {
-    let parts: Vec<String> = ts.iter().map(|t| t.describe()).collect();
-    format!("[{}]", parts.join(", "))
+    infer_core::op::describe_operands(ts.iter().map(|t| t.describe()))
 }
 
-/// (min, max) number of inputs of each op.
-fn arity(op: &Op<'_>) -> (usize, usize) {
-    match op {
-        Op::Binary(_) | Op::Compare(_) | Op::IndexSelect { .. } | Op::Gather { .. } | Op::Matmul => (2, 2),
-        Op::Embedding | Op::RmsNorm { .. } | Op::SliceAssign { .. } => (2, 2),
-        Op::Where | Op::Rope(_) => (3, 3),
-        Op::Linear | Op::LayerNorm { .. } | Op::Conv1d { .. } | Op::ConvTranspose1d { .. } => (2, 3),
-        Op::Attention { .. } => (3, 4),
-        Op::Concat { .. } => (1, usize::MAX),
-        _ => (1, 1),
-    }
-}
-
-fn run(op: Op<'_>, ts: &[&TchTensor]) -> R<TchTensor> {
+fn run(op: Op<'_>, ts: &[&TchTensor]) -> OpResult<TchTensor> {
     let x = ts[0];
     let opt = |i: usize| ts.get(i).copied();
     match op {
@@ -151,21 +133,21 @@ fn size(shape: &[usize]) -> Vec<i64> {
     shape.iter().map(|&d| d as i64).collect()
 }
 
-fn check_dim(x: &TchTensor, dim: usize) -> R<()> {
+fn check_dim(x: &TchTensor, dim: usize) -> OpResult<()> {
     if dim >= x.rank() {
         bail!("dim {dim} out of range for shape {:?}", x.dims());
     }
     Ok(())
 }
 
-fn float_only(x: &TchTensor) -> R<()> {
+fn float_only(x: &TchTensor) -> OpResult<()> {
     if !x.is_float() {
         bail!("needs a float tensor, got {}", x.dtype);
     }
     Ok(())
 }
 
-pub fn kind_of(d: DType) -> R<Kind> {
+pub fn kind_of(d: DType) -> OpResult<Kind> {
     match storage_kind(d) {
         Some(k) => Ok(k),
         None => bail!("cannot convert to the quantized dtype {d}; quantize at load"),
@@ -173,7 +155,7 @@ pub fn kind_of(d: DType) -> R<Kind> {
 }
 
 /// `t` as `kind`, without a copy when it already is.
-pub fn cast(t: &Tensor, kind: Kind) -> R<Tensor> {
+pub fn cast(t: &Tensor, kind: Kind) -> OpResult<Tensor> {
     if t.f_kind()? == kind {
         Ok(t.shallow_clone())
     } else {
@@ -182,7 +164,7 @@ pub fn cast(t: &Tensor, kind: Kind) -> R<Tensor> {
 }
 
 /// Index operands (u32 ids are already i64; u8 ones are widened).
-fn index(ids: &TchTensor) -> R<Tensor> {
+fn index(ids: &TchTensor) -> OpResult<Tensor> {
     match ids.dtype {
         DType::U32 | DType::I64 => Ok(ids.t.shallow_clone()),
         DType::U8 => Ok(ids.t.f_to_kind(Kind::Int64)?),
@@ -204,13 +186,13 @@ pub fn promote(a: DType, b: DType) -> DType {
     }
 }
 
-fn as_dtype(x: &TchTensor, d: DType) -> R<Tensor> {
+fn as_dtype(x: &TchTensor, d: DType) -> OpResult<Tensor> {
     cast(&x.t, kind_of(d)?)
 }
 
 // ---- element-wise ----------------------------------------------------------------------------
 
-fn unary(x: &TchTensor, op: UnaryOp) -> R<TchTensor> {
+fn unary(x: &TchTensor, op: UnaryOp) -> OpResult<TchTensor> {
     let t = &x.t;
     let y = match op {
         UnaryOp::Neg => t.f_neg()?,
@@ -232,7 +214,7 @@ fn unary(x: &TchTensor, op: UnaryOp) -> R<TchTensor> {
     TchTensor::like(y, x)
 }
 
-fn binary(a: &TchTensor, b: &TchTensor, op: BinaryOp) -> R<TchTensor> {
+fn binary(a: &TchTensor, b: &TchTensor, op: BinaryOp) -> OpResult<TchTensor> {
     let mut d = promote(a.dtype, b.dtype);
     // True division, as PyTorch's `/`: integers divide as floats.
     if op == BinaryOp::Div && !d.is_float() {
@@ -250,7 +232,7 @@ fn binary(a: &TchTensor, b: &TchTensor, op: BinaryOp) -> R<TchTensor> {
     TchTensor::new(r, d == DType::U32)
 }
 
-fn compare(a: &TchTensor, b: &TchTensor, op: CmpOp) -> R<TchTensor> {
+fn compare(a: &TchTensor, b: &TchTensor, op: CmpOp) -> OpResult<TchTensor> {
     let d = promote(a.dtype, b.dtype);
     let (x, y) = (as_dtype(a, d)?, as_dtype(b, d)?);
     let r = match op {
@@ -265,7 +247,7 @@ fn compare(a: &TchTensor, b: &TchTensor, op: CmpOp) -> R<TchTensor> {
 }
 
 /// `cond ? on_true : on_false`, broadcasting all three; any nonzero condition is true.
-fn where_cond(cond: &TchTensor, t: &TchTensor, f: &TchTensor) -> R<TchTensor> {
+fn where_cond(cond: &TchTensor, t: &TchTensor, f: &TchTensor) -> OpResult<TchTensor> {
     let c = cond.t.f_ne(0)?;
     let d = promote(t.dtype, f.dtype);
     let y = as_dtype(t, d)?.f_where_self(&c, &as_dtype(f, d)?)?;
@@ -273,7 +255,7 @@ fn where_cond(cond: &TchTensor, t: &TchTensor, f: &TchTensor) -> R<TchTensor> {
 }
 
 /// `x * mul + add` in x's dtype (integers compute in f64 and truncate back, as candle does).
-fn affine(x: &TchTensor, mul: f64, add: f64) -> R<TchTensor> {
+fn affine(x: &TchTensor, mul: f64, add: f64) -> OpResult<TchTensor> {
     if !x.is_float() {
         let y = x.t.f_to_kind(Kind::Double)?.f_mul_scalar(mul)?.f_add_scalar(add)?;
         return TchTensor::like(y.f_to_kind(x.t.f_kind()?)?, x);
@@ -289,7 +271,7 @@ fn affine(x: &TchTensor, mul: f64, add: f64) -> R<TchTensor> {
 }
 
 /// Clamps to [min, max]; an infinite or NaN bound is no bound. Keeps x's dtype.
-fn clamp(x: &TchTensor, min: f64, max: f64) -> R<TchTensor> {
+fn clamp(x: &TchTensor, min: f64, max: f64) -> OpResult<TchTensor> {
     let mut y = x.t.shallow_clone();
     let int = !x.is_float();
     if min.is_finite() {
@@ -303,14 +285,14 @@ fn clamp(x: &TchTensor, min: f64, max: f64) -> R<TchTensor> {
 
 // ---- shape ops -------------------------------------------------------------------------------
 
-fn reshape(x: &TchTensor, shape: &[usize]) -> R<TchTensor> {
+fn reshape(x: &TchTensor, shape: &[usize]) -> OpResult<TchTensor> {
     if shape.iter().product::<usize>() != x.dims().iter().product::<usize>() {
         bail!("cannot reshape {:?} to {shape:?}", x.dims());
     }
     TchTensor::like(x.t.f_reshape(size(shape))?, x)
 }
 
-fn permute(x: &TchTensor, dims: &[usize]) -> R<TchTensor> {
+fn permute(x: &TchTensor, dims: &[usize]) -> OpResult<TchTensor> {
     let mut seen = vec![false; x.rank()];
     if dims.len() != x.rank() || dims.iter().any(|&d| d >= x.rank() || std::mem::replace(&mut seen[d], true)) {
         bail!("{dims:?} is not a permutation of the {} dims of {:?}", x.rank(), x.dims());
@@ -318,7 +300,7 @@ fn permute(x: &TchTensor, dims: &[usize]) -> R<TchTensor> {
     TchTensor::like(x.t.f_permute(size(dims))?, x)
 }
 
-fn concat(ts: &[&TchTensor], dim: usize) -> R<TchTensor> {
+fn concat(ts: &[&TchTensor], dim: usize) -> OpResult<TchTensor> {
     let first = ts[0];
     check_dim(first, dim)?;
     if let Some(o) = ts.iter().find(|t| t.dtype != first.dtype) {
@@ -332,7 +314,7 @@ fn concat(ts: &[&TchTensor], dim: usize) -> R<TchTensor> {
 /// narrowed view), so every tensor sharing dst's storage sees the write and a KV cache append
 /// costs O(new tokens). A dst whose elements overlap (a broadcast view) cannot take an in-place
 /// write and is copied first. `src` is cast to dst's dtype.
-fn slice_assign(dst: &TchTensor, src: &TchTensor, dim: usize, start: usize) -> R<TchTensor> {
+fn slice_assign(dst: &TchTensor, src: &TchTensor, dim: usize, start: usize) -> OpResult<TchTensor> {
     check_dim(dst, dim)?;
     if src.rank() != dst.rank() {
         bail!("src {:?} and dst {:?} differ in rank", src.dims(), dst.dims());
@@ -362,7 +344,7 @@ fn slice_assign(dst: &TchTensor, src: &TchTensor, dim: usize, start: usize) -> R
 /// As in PyTorch: sums of integers are i64, f16/bf16 sums and means accumulate in f32 (the
 /// result keeps the input dtype), means of integers are an error, arg-max/min give the first
 /// index of the extreme value as u32.
-fn reduce(x: &TchTensor, op: ReduceOp, dim: usize, keepdim: bool) -> R<TchTensor> {
+fn reduce(x: &TchTensor, op: ReduceOp, dim: usize, keepdim: bool) -> OpResult<TchTensor> {
     check_dim(x, dim)?;
     let d = dim as i64;
     let kind = x.t.f_kind()?;
@@ -399,7 +381,7 @@ fn reduce(x: &TchTensor, op: ReduceOp, dim: usize, keepdim: bool) -> R<TchTensor
 }
 
 /// (Log-)softmax over the last dim, computed in f32; the result has the input dtype.
-fn softmax(x: &TchTensor, log: bool) -> R<TchTensor> {
+fn softmax(x: &TchTensor, log: bool) -> OpResult<TchTensor> {
     float_only(x)?;
     if x.rank() == 0 {
         bail!("softmax of a scalar");
@@ -411,7 +393,7 @@ fn softmax(x: &TchTensor, log: bool) -> R<TchTensor> {
 // ---- linear algebra --------------------------------------------------------------------------
 
 /// `a @ b` with PyTorch `matmul` semantics (batch dims broadcast, 1-D operands promoted).
-fn matmul(a: &TchTensor, b: &TchTensor) -> R<TchTensor> {
+fn matmul(a: &TchTensor, b: &TchTensor) -> OpResult<TchTensor> {
     if a.dtype != b.dtype {
         bail!("dtypes differ: {} @ {} (convert one first)", a.dtype, b.dtype);
     }
@@ -421,12 +403,12 @@ fn matmul(a: &TchTensor, b: &TchTensor) -> R<TchTensor> {
     TchTensor::like(a.t.f_matmul(&b.t)?, a)
 }
 
-fn bias_for(bias: Option<&TchTensor>, x: &TchTensor) -> R<Option<Tensor>> {
+fn bias_for(bias: Option<&TchTensor>, x: &TchTensor) -> OpResult<Option<Tensor>> {
     bias.map(|b| cast(&b.t, x.t.f_kind()?)).transpose()
 }
 
 /// `x @ wᵀ + bias` for `x` of any rank >= 1 and `w` of shape (out, in).
-fn linear(x: &TchTensor, w: &TchTensor, bias: Option<&TchTensor>) -> R<TchTensor> {
+fn linear(x: &TchTensor, w: &TchTensor, bias: Option<&TchTensor>) -> OpResult<TchTensor> {
     if w.rank() != 2 {
         bail!("weight must be (out, in), got {:?}", w.dims());
     }
@@ -455,7 +437,7 @@ fn linear(x: &TchTensor, w: &TchTensor, bias: Option<&TchTensor>) -> R<TchTensor
 
 /// f16/bf16 inputs are normalized in f32 (as the reference implementations do) and the result
 /// is cast back; the weight is applied in f32 too.
-fn rms_norm(x: &TchTensor, w: &TchTensor, eps: f32) -> R<TchTensor> {
+fn rms_norm(x: &TchTensor, w: &TchTensor, eps: f32) -> OpResult<TchTensor> {
     float_only(x)?;
     let d = *x.dims().last().unwrap_or(&0) as i64;
     let xf = cast(&x.t, Kind::Float)?;
@@ -465,7 +447,7 @@ fn rms_norm(x: &TchTensor, w: &TchTensor, eps: f32) -> R<TchTensor> {
 }
 
 /// `(x - mean) / sqrt(var + eps) * weight + bias` over the last dim (biased variance), in f32.
-fn layer_norm(x: &TchTensor, w: &TchTensor, b: Option<&TchTensor>, eps: f32) -> R<TchTensor> {
+fn layer_norm(x: &TchTensor, w: &TchTensor, b: Option<&TchTensor>, eps: f32) -> OpResult<TchTensor> {
     float_only(x)?;
     let d = *x.dims().last().unwrap_or(&0) as i64;
     let xf = cast(&x.t, Kind::Float)?;
@@ -477,7 +459,7 @@ fn layer_norm(x: &TchTensor, w: &TchTensor, b: Option<&TchTensor>, eps: f32) -> 
 
 /// Rotary embedding of x (b, h, t, d) with cos/sin of shape (t', d/2), t' >= t (the first t
 /// rows are used). Half-precision inputs rotate in f32 and round once.
-fn rope(x: &TchTensor, cos: &TchTensor, sin: &TchTensor, layout: RopeLayout) -> R<TchTensor> {
+fn rope(x: &TchTensor, cos: &TchTensor, sin: &TchTensor, layout: RopeLayout) -> OpResult<TchTensor> {
     float_only(x)?;
     let [b, h, t, d] = match *x.dims() {
         [b, h, t, d] => [b as i64, h as i64, t as i64, d as i64],
@@ -487,7 +469,7 @@ fn rope(x: &TchTensor, cos: &TchTensor, sin: &TchTensor, layout: RopeLayout) -> 
         bail!("rope needs an even head dim, got {d}");
     }
     let half = d / 2;
-    let prep = |cs: &TchTensor, name: &str| -> R<Tensor> {
+    let prep = |cs: &TchTensor, name: &str| -> OpResult<Tensor> {
         match *cs.dims() {
             [rows, hh] if hh as i64 == half && rows as i64 >= t => {}
             _ => bail!("{name} table {:?} does not fit x {:?} (want ({t}, {half}))", cs.dims(), x.dims()),
@@ -518,7 +500,7 @@ fn rope(x: &TchTensor, cos: &TchTensor, sin: &TchTensor, layout: RopeLayout) -> 
 
 // ---- convolutions ----------------------------------------------------------------------------
 
-fn conv_check(x: &TchTensor, w: &TchTensor, stride: usize, dilation: usize, groups: usize) -> R<()> {
+fn conv_check(x: &TchTensor, w: &TchTensor, stride: usize, dilation: usize, groups: usize) -> OpResult<()> {
     if stride == 0 || dilation == 0 || groups == 0 {
         bail!("stride, dilation and groups must be >= 1 (stride {stride}, dilation {dilation}, groups {groups})");
     }

@@ -85,24 +85,10 @@ fn cudnn() -> &'static str {
     }
 }
 
-/// A `key:   1234 kB` line of a /proc file, in bytes.
-fn proc_kb(text: &str, key: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-}
-
 /// Process memory: active = resident set, peak = its high-water mark, total = the machine's RAM.
 /// On CUDA this is host memory too (tch exposes no CUDA allocator statistics).
 pub fn memory_stats() -> MemoryStats {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    MemoryStats {
-        active_bytes: proc_kb(&status, "VmRSS").unwrap_or(0),
-        peak_bytes: proc_kb(&status, "VmHWM").unwrap_or(0),
-        device_total_bytes: proc_kb(&meminfo, "MemTotal").unwrap_or(0),
-    }
+    infer_core::process_memory::process_memory()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use infer_core::backend::TensorImpl_TO;
 use infer_core::{DType, Error, Result, TensorImpl, TensorObj};
 use tch::{Kind, Tensor};
 
-use crate::error::{Er, R};
+use crate::error::{OpError, OpResult};
 
 pub struct TchTensor {
     pub t: Tensor,
@@ -39,7 +39,7 @@ pub fn storage_kind(d: DType) -> Option<Kind> {
 impl TchTensor {
     /// Wraps a libtorch result. Kinds infer has no name for are normalized (bool -> u8,
     /// i8/i16/i32 -> i64, f64 -> f32); an `Int64` result is tagged `U32` when `u32` is set.
-    pub fn new(t: Tensor, u32: bool) -> R<TchTensor> {
+    pub fn new(t: Tensor, u32: bool) -> OpResult<TchTensor> {
         let (t, dtype) = match t.f_kind()? {
             Kind::Float => (t, DType::F32),
             Kind::Half => (t, DType::F16),
@@ -51,14 +51,16 @@ impl TchTensor {
                 (t.f_to_kind(Kind::Int64)?, if u32 { DType::U32 } else { DType::I64 })
             }
             Kind::Double => (t.f_to_kind(Kind::Float)?, DType::F32),
-            other => return Err(Er(format!("libtorch produced a {other:?} tensor, which infer has no dtype for"))),
+            other => {
+                return Err(OpError(format!("libtorch produced a {other:?} tensor, which infer has no dtype for")))
+            }
         };
         let dims = t.size().iter().map(|&d| d as usize).collect();
         Ok(TchTensor { t, dtype, dims })
     }
 
     /// A result that keeps the integer tagging of `like` (U32 stays U32).
-    pub fn like(t: Tensor, like: &TchTensor) -> R<TchTensor> {
+    pub fn like(t: Tensor, like: &TchTensor) -> OpResult<TchTensor> {
         Self::new(t, like.dtype == DType::U32)
     }
 

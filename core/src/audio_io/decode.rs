@@ -1,5 +1,5 @@
 //! Reading audio files (symphonia): wav (8/16/24/32-bit PCM, float, ADPCM), flac, mp3, ogg/vorbis,
-//! and ogg/opus when the `audio-encoders` feature links libopus.
+//! and ogg/opus when the `audio-encoders` feature is on (opus-pure).
 
 use std::io::Cursor;
 use std::path::Path;

@@ -1,10 +1,11 @@
-//! Ogg Opus (RFC 7845) through libopus (`opus` crate) and the `ogg` crate: a mono 96 kb/s writer
-//! that emits one Ogg page per write, and a reader (symphonia has no Opus decoder).
+//! Ogg Opus (RFC 7845) through `opus-pure` (a pure-Rust Opus codec checked against libopus 1.6.1,
+//! so the default build needs no cmake) and the `ogg` crate: a mono 96 kb/s writer that emits one
+//! Ogg page per write, and a reader (symphonia has no Opus decoder).
 
 use std::io::Cursor;
 
 use ogg::{PacketReader, PacketWriteEndInfo, PacketWriter};
-use opus::{Application, Bitrate, Channels};
+use opus_pure::{Application, OpusDecoder, OpusEncoder, MAX_PACKET_BYTES};
 
 use super::decode::Interleaved;
 use super::writer::{AudioSink, Output};
@@ -19,7 +20,7 @@ const MAX_FRAME_48K: usize = 5_760;
 
 pub(crate) struct OpusSink {
     pw: PacketWriter<'static, Output>,
-    enc: opus::Encoder,
+    enc: OpusEncoder,
     rate: u32,
     /// 20 ms at `rate`.
     frame: usize,
@@ -37,10 +38,10 @@ fn to_granule(samples: u64, rate: u32) -> u64 {
 
 impl OpusSink {
     pub fn new(out: Output, rate: u32) -> Result<Self> {
-        let opus_err = |e: opus::Error| out.err(format!("opus encoder at {rate} Hz: {e}"));
-        let mut enc = opus::Encoder::new(rate, Channels::Mono, Application::Audio).map_err(opus_err)?;
-        enc.set_bitrate(Bitrate::Bits(BITRATE)).map_err(opus_err)?;
-        let lookahead = enc.get_lookahead().map_err(opus_err)?.max(0) as usize;
+        let mut enc = OpusEncoder::new(rate as i32, 1, Application::Audio)
+            .map_err(|e| out.err(format!("opus encoder at {rate} Hz: {e}")))?;
+        enc.bitrate_bps = BITRATE;
+        let lookahead = enc.lookahead();
         let pre_skip = to_granule(lookahead as u64, rate);
 
         // Identification header: magic, version 1, 1 channel, pre-skip, input rate, gain 0, family 0.
@@ -74,7 +75,7 @@ impl OpusSink {
             pending: Vec::new(),
             packets: 0,
             total_in: 0,
-            packet: vec![0; 4000],
+            packet: vec![0; MAX_PACKET_BYTES],
         })
     }
 
@@ -88,7 +89,7 @@ impl OpusSink {
         for i in 0..n {
             let len = self
                 .enc
-                .encode_float(&self.pending[i * self.frame..(i + 1) * self.frame], &mut self.packet)
+                .encode(&self.pending[i * self.frame..(i + 1) * self.frame], self.frame, &mut self.packet)
                 .map_err(|e| Error::invalid(format!("{}: opus encoding: {e}", self.name())))?;
             self.packets += 1;
             let end = i + 1 == n;
@@ -151,20 +152,16 @@ pub(crate) fn decode_ogg_opus(bytes: &[u8], name: &str) -> Result<Interleaved> {
     }
     let (channels, pre_skip) = (h[9] as usize, u16::from_le_bytes([h[10], h[11]]) as usize);
     let gain_db = i16::from_le_bytes([h[16], h[17]]) as f32 / 256.0;
-    let opus_channels = match (channels, h[18]) {
-        (1, 0) => Channels::Mono,
-        (2, 0) => Channels::Stereo,
-        _ => {
-            return Err(Error::unsupported(format!("{name}: Opus with {channels} channels / mapping family {}", h[18])))
-        }
-    };
+    if !matches!((channels, h[18]), (1, 0) | (2, 0)) {
+        return Err(Error::unsupported(format!("{name}: Opus with {channels} channels / mapping family {}", h[18])));
+    }
     next()?.ok_or_else(|| bad("Ogg Opus stream ends before its comment header".into()))?;
-    let mut dec = opus::Decoder::new(GRANULE_RATE as u32, opus_channels).map_err(|e| bad(format!("opus: {e}")))?;
+    let mut dec = OpusDecoder::new(GRANULE_RATE as i32, channels).map_err(|e| bad(format!("opus: {e}")))?;
     let mut pcm = vec![0f32; MAX_FRAME_48K * channels];
     let mut samples = Vec::new();
     let mut end_granule = None;
     while let Some(p) = next()? {
-        let n = dec.decode_float(&p.data, &mut pcm, false).map_err(|e| bad(format!("corrupt Opus packet ({e})")))?;
+        let n = dec.decode(&p.data, MAX_FRAME_48K, &mut pcm).map_err(|e| bad(format!("corrupt Opus packet ({e})")))?;
         samples.extend_from_slice(&pcm[..n * channels]);
         if p.last_in_page() {
             end_granule = Some(p.absgp_page() as usize);

@@ -16,13 +16,11 @@ use std::path::Path;
 use infer_core::{Backend, Error, LayerCache, ModelLoadOptions, Result, RopeLayout, Tensor, Weights};
 use serde::Deserialize;
 
-use crate::attention::{AttentionConfig, SelfAttention};
+use crate::causal_decoder::{CausalDecoder, DecoderLayer, DecoderParts};
 use crate::checkpoint::{gguf_name, Checkpoint};
-use crate::config::read_config;
-use crate::decoder::{CausalDecoder, DecoderLayer, DecoderParts};
 use crate::hparams::HParams;
-use crate::layers::{Linear, RmsNorm, RopeAngles, Rotary};
 use crate::llama_family::model_info;
+use infer_layers::{read_config, AttentionConfig, Linear, RmsNorm, RopeAngles, Rotary, SelfAttention};
 
 #[derive(Debug, Clone, Deserialize)]
 struct Gemma3Config {
@@ -160,7 +158,7 @@ impl DecoderLayer for Block {
 
 fn load_block(l: &Weights, p: &GemmaParams, i: usize) -> Result<Block> {
     let hp = &p.hp;
-    let norm = |name: &str| RmsNorm::load_offset(&l.pp(name), hp.hidden, hp.rms_eps, p.norm_offset);
+    let norm = |name: &str| RmsNorm::load_offset(&l.prefixed(name), hp.hidden, hp.rms_eps, p.norm_offset);
     let attn = AttentionConfig {
         hidden: hp.hidden,
         num_heads: hp.heads,
@@ -173,16 +171,16 @@ fn load_block(l: &Weights, p: &GemmaParams, i: usize) -> Result<Block> {
         window: if p.sliding[i] { p.sliding_window } else { 0 },
         softcap: p.attn_softcap,
     };
-    let mlp = l.pp("mlp");
+    let mlp = l.prefixed("mlp");
     Ok(Block {
         input_norm: norm("input_layernorm")?,
-        attn: SelfAttention::load(&l.pp("self_attn"), attn)?,
+        attn: SelfAttention::load(&l.prefixed("self_attn"), attn)?,
         post_attn_norm: norm("post_attention_layernorm")?,
         pre_ffw_norm: norm("pre_feedforward_layernorm")?,
         mlp: GeluMlp {
-            gate: Linear::load(&mlp.pp("gate_proj"), hp.intermediate, hp.hidden, false)?,
-            up: Linear::load(&mlp.pp("up_proj"), hp.intermediate, hp.hidden, false)?,
-            down: Linear::load(&mlp.pp("down_proj"), hp.hidden, hp.intermediate, false)?,
+            gate: Linear::load(&mlp.prefixed("gate_proj"), hp.intermediate, hp.hidden, false)?,
+            up: Linear::load(&mlp.prefixed("up_proj"), hp.intermediate, hp.hidden, false)?,
+            down: Linear::load(&mlp.prefixed("down_proj"), hp.hidden, hp.intermediate, false)?,
         },
         post_ffw_norm: norm("post_feedforward_layernorm")?,
     })
@@ -196,13 +194,13 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
     };
     let hp = &p.hp;
     let w = ckpt.weights(backend, opts.dtype, gemma_gguf_name)?;
-    let m = w.pp("model");
+    let m = w.prefixed("model");
     let layers = (0..hp.layers)
-        .map(|i| Ok(Box::new(load_block(&m.pp(format!("layers.{i}")), &p, i)?) as Box<dyn DecoderLayer>))
+        .map(|i| Ok(Box::new(load_block(&m.prefixed(format!("layers.{i}")), &p, i)?) as Box<dyn DecoderLayer>))
         .collect::<Result<Vec<_>>>()?;
     let embed = m.get_shaped("embed_tokens.weight", &[hp.vocab_size, hp.hidden])?;
     let lm_head = if w.contains("lm_head.weight") {
-        Linear::load(&w.pp("lm_head"), hp.vocab_size, hp.hidden, false)?
+        Linear::load(&w.prefixed("lm_head"), hp.vocab_size, hp.hidden, false)?
     } else {
         Linear::from_weight(embed.clone())
     };
@@ -216,7 +214,7 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
         embed,
         layers,
         layer_windows: p.sliding.iter().map(|&s| if s { p.sliding_window } else { 0 }).collect(),
-        norm: RmsNorm::load_offset(&m.pp("norm"), hp.hidden, hp.rms_eps, p.norm_offset)?,
+        norm: RmsNorm::load_offset(&m.prefixed("norm"), hp.hidden, hp.rms_eps, p.norm_offset)?,
         lm_head,
         ropes,
         layer_rope: p.sliding.iter().map(|&s| usize::from(s)).collect(),

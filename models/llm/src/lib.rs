@@ -1,14 +1,10 @@
-//! infer-llm: decoder LLM architectures as a model plugin. One file per architecture; the
-//! shared decoder skeleton, attention, layers and checkpoint mapping are written once against the
-//! core op set.
+//! infer-llm: decoder LLM architectures as a model plugin. One file per architecture; the shared
+//! decoder skeleton and checkpoint mapping live here, the layers in `infer-layers`.
 
-pub mod attention;
+pub mod causal_decoder;
 pub mod checkpoint;
-pub mod config;
-pub mod decoder;
 pub mod gemma3;
 pub mod hparams;
-pub mod layers;
 pub mod llama;
 pub mod llama_family;
 pub mod qwen2;

@@ -8,12 +8,11 @@ use std::path::Path;
 use infer_core::{Backend, Error, ModelLoadOptions, Result, RopeLayout};
 use serde::Deserialize;
 
+use crate::causal_decoder::CausalDecoder;
 use crate::checkpoint::{gguf_name, Checkpoint};
-use crate::config::{read_config, rope_theta};
-use crate::decoder::CausalDecoder;
 use crate::hparams::HParams;
-use crate::layers::{Llama3Scaling, Rotary};
 use crate::llama_family::{build, Flavor};
+use infer_layers::{read_config, rope_theta, Llama3Scaling, Rotary};
 
 #[derive(Debug, Clone, Deserialize)]
 struct LlamaConfig {

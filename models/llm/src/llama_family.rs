@@ -7,10 +7,9 @@
 
 use infer_core::{LayerCache, ModelInfo, ModelLoadOptions, Result, Tensor, Weights};
 
-use crate::attention::{AttentionConfig, SelfAttention};
-use crate::decoder::{CausalDecoder, DecoderLayer, DecoderParts};
+use crate::causal_decoder::{CausalDecoder, DecoderLayer, DecoderParts};
 use crate::hparams::HParams;
-use crate::layers::{Linear, RmsNorm, RopeAngles, Rotary, SwiGlu};
+use infer_layers::{AttentionConfig, Linear, RmsNorm, RopeAngles, Rotary, SelfAttention, SwiGlu};
 
 /// What distinguishes the family members.
 pub struct Flavor {
@@ -43,10 +42,10 @@ pub fn build(
     w: &Weights,
     opts: &ModelLoadOptions,
 ) -> Result<CausalDecoder> {
-    let m = w.pp("model");
+    let m = w.prefixed("model");
     let layers = (0..hp.layers)
         .map(|i| {
-            let l = m.pp(format!("layers.{i}"));
+            let l = m.prefixed(format!("layers.{i}"));
             let attn = AttentionConfig {
                 hidden: hp.hidden,
                 num_heads: hp.heads,
@@ -60,10 +59,10 @@ pub fn build(
                 softcap: 0.0,
             };
             Ok(Box::new(Block {
-                input_norm: RmsNorm::load(&l.pp("input_layernorm"), hp.hidden, hp.rms_eps)?,
-                attn: SelfAttention::load(&l.pp("self_attn"), attn)?,
-                post_attn_norm: RmsNorm::load(&l.pp("post_attention_layernorm"), hp.hidden, hp.rms_eps)?,
-                mlp: SwiGlu::load(&l.pp("mlp"), hp.hidden, hp.intermediate, false)?,
+                input_norm: RmsNorm::load(&l.prefixed("input_layernorm"), hp.hidden, hp.rms_eps)?,
+                attn: SelfAttention::load(&l.prefixed("self_attn"), attn)?,
+                post_attn_norm: RmsNorm::load(&l.prefixed("post_attention_layernorm"), hp.hidden, hp.rms_eps)?,
+                mlp: SwiGlu::load(&l.prefixed("mlp"), hp.hidden, hp.intermediate, false)?,
             }) as Box<dyn DecoderLayer>)
         })
         .collect::<Result<Vec<_>>>()?;
@@ -71,7 +70,7 @@ pub fn build(
     let lm_head = if hp.tie_embeddings || !w.contains("lm_head.weight") {
         Linear::from_weight(embed.clone())
     } else {
-        Linear::load(&w.pp("lm_head"), hp.vocab_size, hp.hidden, false)?
+        Linear::load(&w.prefixed("lm_head"), hp.vocab_size, hp.hidden, false)?
     };
     Ok(CausalDecoder::new(DecoderParts {
         info: model_info(flavor.architecture, hp, &embed, opts),
@@ -79,7 +78,7 @@ pub fn build(
         embed_scale: None,
         layers,
         layer_windows: vec![0; hp.layers],
-        norm: RmsNorm::load(&m.pp("norm"), hp.hidden, hp.rms_eps)?,
+        norm: RmsNorm::load(&m.prefixed("norm"), hp.hidden, hp.rms_eps)?,
         lm_head,
         ropes: vec![rotary],
         layer_rope: vec![0; hp.layers],

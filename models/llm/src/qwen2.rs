@@ -5,11 +5,11 @@ use std::path::Path;
 
 use infer_core::{Backend, ModelLoadOptions, Result, RopeLayout};
 
+use crate::causal_decoder::CausalDecoder;
 use crate::checkpoint::{gguf_name, Checkpoint};
-use crate::decoder::CausalDecoder;
-use crate::layers::Rotary;
 use crate::llama_family::{build, Flavor};
 use crate::qwen3::qwen_hparams;
+use infer_layers::Rotary;
 
 pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<CausalDecoder> {
     let ckpt = Checkpoint::open(path)?;

@@ -6,12 +6,11 @@ use std::path::Path;
 use infer_core::{Backend, ModelLoadOptions, Result, RopeLayout};
 use serde::Deserialize;
 
+use crate::causal_decoder::CausalDecoder;
 use crate::checkpoint::{gguf_name, Checkpoint};
-use crate::config::{read_config, rope_theta};
-use crate::decoder::CausalDecoder;
 use crate::hparams::HParams;
-use crate::layers::Rotary;
 use crate::llama_family::{build, Flavor};
+use infer_layers::{read_config, rope_theta, Rotary};
 
 /// config.json of `Qwen3ForCausalLM` (also read for Qwen2, whose fields are the same).
 #[derive(Debug, Clone, Deserialize)]

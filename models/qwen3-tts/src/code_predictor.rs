@@ -10,10 +10,10 @@
 //! to the predictor's width when the two differ (1.7B) and is the identity otherwise (0.6B).
 
 use infer_core::{DType, KvCache, Result, Tensor, Weights};
-use infer_llm::layers::Linear;
+use infer_layers::Linear;
 
 use crate::config::TalkerConfig;
-use crate::decoder::EmbedDecoder;
+use crate::embed_decoder::EmbedDecoder;
 
 pub struct CodePredictor {
     proj: Option<Linear>,
@@ -31,7 +31,7 @@ impl CodePredictor {
         let (talker_h, h) = (cfg.dims.hidden_size, d.hidden_size);
         let groups = cfg.num_code_groups - 1;
         let proj = if w.contains("small_to_mtp_projection.weight") || talker_h != h {
-            Some(Linear::load(&w.pp("small_to_mtp_projection"), h, talker_h, true)?)
+            Some(Linear::load(&w.prefixed("small_to_mtp_projection"), h, talker_h, true)?)
         } else {
             None
         };
@@ -39,12 +39,12 @@ impl CodePredictor {
             .map(|i| w.get_shaped(&format!("model.codec_embedding.{i}.weight"), &[d.vocab_size, talker_h]))
             .collect::<Result<Vec<_>>>()?;
         let heads = (0..groups)
-            .map(|i| Linear::load(&w.pp(format!("lm_head.{i}")), d.vocab_size, h, false))
+            .map(|i| Linear::load(&w.prefixed(format!("lm_head.{i}")), d.vocab_size, h, false))
             .collect::<Result<Vec<_>>>()?;
         Ok(CodePredictor {
             proj,
             embeddings,
-            decoder: EmbedDecoder::load(&w.pp("model"), d)?,
+            decoder: EmbedDecoder::load(&w.prefixed("model"), d)?,
             heads,
             vocab: d.vocab_size,
         })

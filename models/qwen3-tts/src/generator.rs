@@ -45,10 +45,10 @@ impl CodeGenerator {
         let cfg = Qwen3TtsConfig::from_dir(dir)?;
         let tokenizer = HfTokenizer::from_dir(dir)?;
         let w = Weights::from_dir(dir, backend, dtype)?;
-        let t = w.pp("talker");
+        let t = w.prefixed("talker");
         Ok(CodeGenerator {
             talker: Talker::load(&t, &cfg.talker_config)?,
-            predictor: CodePredictor::load(&t.pp("code_predictor"), &cfg.talker_config)?,
+            predictor: CodePredictor::load(&t.prefixed("code_predictor"), &cfg.talker_config)?,
             cfg,
             tokenizer,
         })

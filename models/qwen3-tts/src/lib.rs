@@ -4,7 +4,7 @@
 pub mod code_predictor;
 pub mod codec;
 pub mod config;
-pub mod decoder;
+pub mod embed_decoder;
 pub mod generator;
 pub mod prompt;
 pub mod speaker_encoder;

@@ -136,7 +136,7 @@ struct Tdnn(ReflectConv);
 
 impl Tdnn {
     fn load(w: &Weights, cin: usize, cout: usize, kernel: usize, dilation: usize) -> Result<Self> {
-        Ok(Tdnn(ReflectConv::load(&w.pp("conv"), cin, cout, kernel, dilation)?))
+        Ok(Tdnn(ReflectConv::load(&w.prefixed("conv"), cin, cout, kernel, dilation)?))
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -155,7 +155,7 @@ impl Res2Net {
     fn load(w: &Weights, channels: usize, scale: usize, kernel: usize, dilation: usize) -> Result<Self> {
         let width = channels / scale;
         let blocks = (0..scale - 1)
-            .map(|i| Tdnn::load(&w.pp(format!("blocks.{i}")), width, width, kernel, dilation))
+            .map(|i| Tdnn::load(&w.prefixed(format!("blocks.{i}")), width, width, kernel, dilation))
             .collect::<Result<_>>()?;
         Ok(Res2Net { blocks, width })
     }
@@ -198,18 +198,18 @@ impl SeRes2NetBlock {
         let (cin, c) = (cfg.enc_channels[i - 1], cfg.enc_channels[i]);
         let se = cfg.enc_se_channels;
         Ok(SeRes2NetBlock {
-            tdnn1: Tdnn::load(&w.pp("tdnn1"), cin, c, 1, 1)?,
+            tdnn1: Tdnn::load(&w.prefixed("tdnn1"), cin, c, 1, 1)?,
             res2net: Res2Net::load(
-                &w.pp("res2net_block"),
+                &w.prefixed("res2net_block"),
                 c,
                 cfg.enc_res2net_scale,
                 cfg.enc_kernel_sizes[i],
                 cfg.enc_dilations[i],
             )?,
-            tdnn2: Tdnn::load(&w.pp("tdnn2"), c, c, 1, 1)?,
+            tdnn2: Tdnn::load(&w.prefixed("tdnn2"), c, c, 1, 1)?,
             se: SqueezeExcitation {
-                conv1: ReflectConv::load(&w.pp("se_block.conv1"), c, se, 1, 1)?,
-                conv2: ReflectConv::load(&w.pp("se_block.conv2"), se, c, 1, 1)?,
+                conv1: ReflectConv::load(&w.prefixed("se_block.conv1"), c, se, 1, 1)?,
+                conv2: ReflectConv::load(&w.prefixed("se_block.conv2"), se, c, 1, 1)?,
             },
         })
     }
@@ -280,21 +280,28 @@ impl SpeakerEncoder {
     /// Qwen3-TTS checkpoint).
     pub fn load(weights: &Weights, config: &SpeakerEncoderConfig) -> Result<Self> {
         config.validate().map_err(|m| Error::invalid(format!("speaker_encoder_config: {m}")))?;
-        let w = weights.pp("speaker_encoder");
+        let w = weights.prefixed("speaker_encoder");
         let c = &config.enc_channels;
         let n = c.len();
-        let initial =
-            Tdnn::load(&w.pp("blocks.0"), config.mel_dim, c[0], config.enc_kernel_sizes[0], config.enc_dilations[0])?;
-        let blocks =
-            (1..n - 1).map(|i| SeRes2NetBlock::load(&w.pp(format!("blocks.{i}")), config, i)).collect::<Result<_>>()?;
+        let initial = Tdnn::load(
+            &w.prefixed("blocks.0"),
+            config.mel_dim,
+            c[0],
+            config.enc_kernel_sizes[0],
+            config.enc_dilations[0],
+        )?;
+        let blocks = (1..n - 1)
+            .map(|i| SeRes2NetBlock::load(&w.prefixed(format!("blocks.{i}")), config, i))
+            .collect::<Result<_>>()?;
         let last = c[n - 1];
-        let mfa = Tdnn::load(&w.pp("mfa"), last, last, config.enc_kernel_sizes[n - 1], config.enc_dilations[n - 1])?;
+        let mfa =
+            Tdnn::load(&w.prefixed("mfa"), last, last, config.enc_kernel_sizes[n - 1], config.enc_dilations[n - 1])?;
         let att = config.enc_attention_channels;
         let asp = AttentiveStatsPooling {
-            tdnn: Tdnn::load(&w.pp("asp.tdnn"), last * 3, att, 1, 1)?,
-            conv: ReflectConv::load(&w.pp("asp.conv"), att, last, 1, 1)?,
+            tdnn: Tdnn::load(&w.prefixed("asp.tdnn"), last * 3, att, 1, 1)?,
+            conv: ReflectConv::load(&w.prefixed("asp.conv"), att, last, 1, 1)?,
         };
-        let fc = ReflectConv::load(&w.pp("fc"), last * 2, config.enc_dim, 1, 1)?;
+        let fc = ReflectConv::load(&w.prefixed("fc"), last * 2, config.enc_dim, 1, 1)?;
         let min_frames = (0..n).map(|i| config.enc_dilations[i] * (config.enc_kernel_sizes[i] - 1) / 2 + 1).max();
         Ok(SpeakerEncoder {
             config: config.clone(),

@@ -8,10 +8,10 @@
 //! ```
 
 use infer_core::{DType, KvCache, Result, Tensor, Weights};
-use infer_llm::layers::Linear;
+use infer_layers::Linear;
 
 use crate::config::TalkerConfig;
-use crate::decoder::EmbedDecoder;
+use crate::embed_decoder::EmbedDecoder;
 
 pub struct Talker {
     text_embedding: Tensor,
@@ -29,14 +29,14 @@ impl Talker {
     pub fn load(w: &Weights, cfg: &TalkerConfig) -> Result<Self> {
         let d = &cfg.dims;
         let (th, h) = (cfg.text_hidden_size, d.hidden_size);
-        let proj = w.pp("text_projection");
+        let proj = w.prefixed("text_projection");
         Ok(Talker {
             text_embedding: w.get_shaped("model.text_embedding.weight", &[cfg.text_vocab_size, th])?,
-            text_fc1: Linear::load(&proj.pp("linear_fc1"), th, th, true)?,
-            text_fc2: Linear::load(&proj.pp("linear_fc2"), h, th, true)?,
+            text_fc1: Linear::load(&proj.prefixed("linear_fc1"), th, th, true)?,
+            text_fc2: Linear::load(&proj.prefixed("linear_fc2"), h, th, true)?,
             codec_embedding: w.get_shaped("model.codec_embedding.weight", &[d.vocab_size, h])?,
-            decoder: EmbedDecoder::load(&w.pp("model"), d)?,
-            codec_head: Linear::load(&w.pp("codec_head"), d.vocab_size, h, false)?,
+            decoder: EmbedDecoder::load(&w.prefixed("model"), d)?,
+            codec_head: Linear::load(&w.prefixed("codec_head"), d.vocab_size, h, false)?,
             hidden: h,
             vocab: d.vocab_size,
         })

@@ -33,11 +33,11 @@ struct ConvNeXt {
 impl ConvNeXt {
     fn load(w: &Weights, dim: usize) -> Result<Self> {
         Ok(ConvNeXt {
-            dwconv: CausalConv::load(&w.pp("dwconv.conv"), ConvShape::new(dim, dim, 7).depthwise(), true)?,
+            dwconv: CausalConv::load(&w.prefixed("dwconv.conv"), ConvShape::new(dim, dim, 7).depthwise(), true)?,
             norm_weight: w.get_shaped("norm.weight", &[dim])?,
             norm_bias: w.get_shaped("norm.bias", &[dim])?,
-            pwconv1: Linear::load(&w.pp("pwconv1"), 4 * dim, dim, true)?,
-            pwconv2: Linear::load(&w.pp("pwconv2"), dim, 4 * dim, true)?,
+            pwconv1: Linear::load(&w.prefixed("pwconv1"), 4 * dim, dim, true)?,
+            pwconv2: Linear::load(&w.prefixed("pwconv2"), dim, 4 * dim, true)?,
             gamma: w.get_shaped("gamma", &[dim])?,
         })
     }
@@ -63,10 +63,10 @@ struct ResidualUnit {
 impl ResidualUnit {
     fn load(w: &Weights, dim: usize, dilation: usize) -> Result<Self> {
         Ok(ResidualUnit {
-            act1: SnakeBeta::load(&w.pp("act1"), dim)?,
-            conv1: CausalConv::load(&w.pp("conv1.conv"), ConvShape::new(dim, dim, 7).dilation(dilation), true)?,
-            act2: SnakeBeta::load(&w.pp("act2"), dim)?,
-            conv2: CausalConv::load(&w.pp("conv2.conv"), ConvShape::new(dim, dim, 1), true)?,
+            act1: SnakeBeta::load(&w.prefixed("act1"), dim)?,
+            conv1: CausalConv::load(&w.prefixed("conv1.conv"), ConvShape::new(dim, dim, 7).dilation(dilation), true)?,
+            act2: SnakeBeta::load(&w.prefixed("act2"), dim)?,
+            conv2: CausalConv::load(&w.prefixed("conv2.conv"), ConvShape::new(dim, dim, 1), true)?,
         })
     }
 
@@ -89,11 +89,11 @@ impl DecoderBlock {
         let units = [1, 3, 9]
             .iter()
             .enumerate()
-            .map(|(i, &d)| ResidualUnit::load(&w.pp(format!("block.{}", i + 2)), out_dim, d))
+            .map(|(i, &d)| ResidualUnit::load(&w.prefixed(format!("block.{}", i + 2)), out_dim, d))
             .collect::<Result<_>>()?;
         Ok(DecoderBlock {
-            act: SnakeBeta::load(&w.pp("block.0"), in_dim)?,
-            upsample: CausalConvTranspose::load(&w.pp("block.1.conv"), in_dim, out_dim, 2 * rate, rate)?,
+            act: SnakeBeta::load(&w.prefixed("block.0"), in_dim)?,
+            upsample: CausalConvTranspose::load(&w.prefixed("block.1.conv"), in_dim, out_dim, 2 * rate, rate)?,
             units,
         })
     }
@@ -126,7 +126,7 @@ impl Decoder {
     /// `w` holds `decoder.*`.
     pub fn load(w: &Weights, c: &DecoderConfig) -> Result<Self> {
         let latent = c.latent_dim;
-        let t = w.pp("pre_transformer");
+        let t = w.prefixed("pre_transformer");
         let shape = TransformerShape {
             hidden: c.hidden_size,
             heads: c.num_attention_heads,
@@ -144,10 +144,10 @@ impl Decoder {
             .iter()
             .enumerate()
             .map(|(i, &r)| {
-                let u = w.pp(format!("upsample.{i}"));
+                let u = w.prefixed(format!("upsample.{i}"));
                 Ok((
-                    CausalConvTranspose::load(&u.pp("0.conv"), latent, latent, r, r)?,
-                    ConvNeXt::load(&u.pp("1"), latent)?,
+                    CausalConvTranspose::load(&u.prefixed("0.conv"), latent, latent, r, r)?,
+                    ConvNeXt::load(&u.prefixed("1"), latent)?,
                 ))
             })
             .collect::<Result<_>>()?;
@@ -156,22 +156,31 @@ impl Decoder {
             .upsample_rates
             .iter()
             .enumerate()
-            .map(|(i, &r)| DecoderBlock::load(&w.pp(format!("decoder.{}", i + 1)), dim(i), dim(i + 1), r))
+            .map(|(i, &r)| DecoderBlock::load(&w.prefixed(format!("decoder.{}", i + 1)), dim(i), dim(i + 1), r))
             .collect::<Result<_>>()?;
         let n = c.upsample_rates.len();
         Ok(Decoder {
-            quantizer: SplitRvqDecoder::load(&w.pp("quantizer"), c.num_quantizers, c.codebook_size, c.codebook_dim)?,
-            pre_conv: CausalConv::load(&w.pp("pre_conv.conv"), ConvShape::new(c.codebook_dim, latent, 3), true)?,
-            input_proj: Linear::load(&t.pp("input_proj"), c.hidden_size, latent, true)?,
+            quantizer: SplitRvqDecoder::load(
+                &w.prefixed("quantizer"),
+                c.num_quantizers,
+                c.codebook_size,
+                c.codebook_dim,
+            )?,
+            pre_conv: CausalConv::load(&w.prefixed("pre_conv.conv"), ConvShape::new(c.codebook_dim, latent, 3), true)?,
+            input_proj: Linear::load(&t.prefixed("input_proj"), c.hidden_size, latent, true)?,
             transformer: Transformer::load(&t, shape, Flavour::RmsSwiGlu)?,
             final_norm: t.get_shaped("norm.weight", &[c.hidden_size])?,
-            output_proj: Linear::load(&t.pp("output_proj"), latent, c.hidden_size, true)?,
+            output_proj: Linear::load(&t.prefixed("output_proj"), latent, c.hidden_size, true)?,
             rms_eps: c.rms_norm_eps as f32,
             upsample,
-            conv_in: CausalConv::load(&w.pp("decoder.0.conv"), ConvShape::new(latent, c.decoder_dim, 7), true)?,
+            conv_in: CausalConv::load(&w.prefixed("decoder.0.conv"), ConvShape::new(latent, c.decoder_dim, 7), true)?,
             blocks,
-            act_out: SnakeBeta::load(&w.pp(format!("decoder.{}", n + 1)), dim(n))?,
-            conv_out: CausalConv::load(&w.pp(format!("decoder.{}.conv", n + 2)), ConvShape::new(dim(n), 1, 7), true)?,
+            act_out: SnakeBeta::load(&w.prefixed(format!("decoder.{}", n + 1)), dim(n))?,
+            conv_out: CausalConv::load(
+                &w.prefixed(format!("decoder.{}.conv", n + 2)),
+                ConvShape::new(dim(n), 1, 7),
+                true,
+            )?,
         })
     }
 

@@ -44,29 +44,33 @@ pub struct Encoder {
 impl Encoder {
     /// `w` holds `encoder.*`; `valid` is how many codebooks the codec keeps.
     pub fn load(w: &Weights, c: &EncoderConfig, valid: usize) -> Result<Self> {
-        let layers = w.pp("encoder.layers");
+        let layers = w.prefixed("encoder.layers");
         let mut index = 1; // layers.0 is the input conv; ELUs take an index of their own.
         let mut stages = Vec::new();
         let mut dim = c.num_filters;
         for &ratio in c.upsampling_ratios.iter().rev() {
             for j in 0..c.num_residual_layers {
-                let b = layers.pp(format!("{index}.block"));
+                let b = layers.prefixed(format!("{index}.block"));
                 let hidden = dim / c.compress;
                 let dilation = c.dilation_growth_rate.pow(j as u32);
                 let shape1 = ConvShape::new(dim, hidden, c.residual_kernel_size).dilation(dilation);
                 stages.push(Stage::Resnet(ResnetBlock {
-                    conv1: CausalConv::load(&b.pp("1.conv"), shape1, true)?,
-                    conv2: CausalConv::load(&b.pp("3.conv"), ConvShape::new(hidden, dim, 1), true)?,
+                    conv1: CausalConv::load(&b.prefixed("1.conv"), shape1, true)?,
+                    conv2: CausalConv::load(&b.prefixed("3.conv"), ConvShape::new(hidden, dim, 1), true)?,
                 }));
                 index += 1;
             }
             let shape = ConvShape::new(dim, dim * 2, ratio * 2).stride(ratio);
-            stages.push(Stage::EluConv(CausalConv::load(&layers.pp(format!("{}.conv", index + 1)), shape, true)?));
+            stages.push(Stage::EluConv(CausalConv::load(
+                &layers.prefixed(format!("{}.conv", index + 1)),
+                shape,
+                true,
+            )?));
             index += 2;
             dim *= 2;
         }
         let last = ConvShape::new(dim, c.hidden_size, c.last_kernel_size);
-        stages.push(Stage::EluConv(CausalConv::load(&layers.pp(format!("{}.conv", index + 1)), last, true)?));
+        stages.push(Stage::EluConv(CausalConv::load(&layers.prefixed(format!("{}.conv", index + 1)), last, true)?));
 
         let shape = TransformerShape {
             hidden: c.hidden_size,
@@ -82,12 +86,16 @@ impl Encoder {
         };
         let down = ConvShape::new(c.hidden_size, c.hidden_size, c.downsample_kernel()).stride(2);
         Ok(Encoder {
-            conv_in: CausalConv::load(&layers.pp("0.conv"), ConvShape::new(1, c.num_filters, c.kernel_size), true)?,
+            conv_in: CausalConv::load(
+                &layers.prefixed("0.conv"),
+                ConvShape::new(1, c.num_filters, c.kernel_size),
+                true,
+            )?,
             stages,
-            transformer: Transformer::load(&w.pp("encoder_transformer"), shape, Flavour::LayerNormGelu)?,
-            downsample: CausalConv::load(&w.pp("downsample.conv"), down, false)?,
+            transformer: Transformer::load(&w.prefixed("encoder_transformer"), shape, Flavour::LayerNormGelu)?,
+            downsample: CausalConv::load(&w.prefixed("downsample.conv"), down, false)?,
             quantizer: SplitRvqEncoder::load(
-                &w.pp("quantizer"),
+                &w.prefixed("quantizer"),
                 valid,
                 c.codebook_size,
                 c.codebook_dim,

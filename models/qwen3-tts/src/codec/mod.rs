@@ -71,8 +71,9 @@ impl Codec12Hz {
     pub fn load(dir: &Path, backend: &Backend, dtype: DType) -> Result<Self> {
         let config = CodecConfig::from_dir(dir)?;
         let w = Weights::from_dir(dir, backend, dtype)?;
-        let decoder = Decoder::load(&w.pp("decoder"), &config.decoder_config)?;
-        let encoder = Encoder::load(&w.pp("encoder"), &config.encoder_config, config.encoder_valid_num_quantizers)?;
+        let decoder = Decoder::load(&w.prefixed("decoder"), &config.decoder_config)?;
+        let encoder =
+            Encoder::load(&w.prefixed("encoder"), &config.encoder_config, config.encoder_valid_num_quantizers)?;
         Ok(Codec12Hz { config, decoder, encoder, backend: backend.clone(), dtype })
     }
 

@@ -30,9 +30,9 @@ struct RvqDecode {
 impl RvqDecode {
     fn load(w: &Weights, layers: usize, bins: usize, dim: usize, out_dim: usize) -> Result<Self> {
         let codebooks = (0..layers)
-            .map(|i| codebook(&w.pp(format!("vq.layers.{i}._codebook")), "embedding_sum", bins, dim))
+            .map(|i| codebook(&w.prefixed(format!("vq.layers.{i}._codebook")), "embedding_sum", bins, dim))
             .collect::<Result<_>>()?;
-        Ok(RvqDecode { codebooks, output_proj: projection(&w.pp("output_proj"), out_dim, dim)? })
+        Ok(RvqDecode { codebooks, output_proj: projection(&w.prefixed("output_proj"), out_dim, dim)? })
     }
 
     /// `ids[q]` are the `(t,)` codes of codebook `q`; gives `(t, out_dim)`.
@@ -61,8 +61,8 @@ impl SplitRvqDecoder {
     pub fn load(w: &Weights, num_quantizers: usize, bins: usize, codebook_dim: usize) -> Result<Self> {
         let dim = codebook_dim / 2;
         Ok(SplitRvqDecoder {
-            first: RvqDecode::load(&w.pp("rvq_first"), 1, bins, dim, codebook_dim)?,
-            rest: RvqDecode::load(&w.pp("rvq_rest"), num_quantizers - 1, bins, dim, codebook_dim)?,
+            first: RvqDecode::load(&w.prefixed("rvq_first"), 1, bins, dim, codebook_dim)?,
+            rest: RvqDecode::load(&w.prefixed("rvq_rest"), num_quantizers - 1, bins, dim, codebook_dim)?,
         })
     }
 
@@ -85,15 +85,18 @@ impl RvqEncode {
     fn load(w: &Weights, layers: usize, bins: usize, dim: usize, hidden: usize) -> Result<Self> {
         let codebooks = (0..layers)
             .map(|i| {
-                let e =
-                    codebook(&w.pp(format!("layers.{i}.codebook")), "embed_sum", bins, dim)?.to_dtype(DType::F32)?;
+                let e = codebook(&w.prefixed(format!("layers.{i}.codebook")), "embed_sum", bins, dim)?
+                    .to_dtype(DType::F32)?;
                 let ones = Tensor::full(e.backend(), 1.0, DType::F32, &[bins, 1])?;
                 let norms = e.sqr()?.sum_keepdim(1)?;
                 let aug = Tensor::concat(&[&e, &ones, &norms], 1)?;
                 Ok((e, aug))
             })
             .collect::<Result<_>>()?;
-        Ok(RvqEncode { input_proj: projection(&w.pp("input_proj"), dim, hidden)?.to_dtype(DType::F32)?, codebooks })
+        Ok(RvqEncode {
+            input_proj: projection(&w.prefixed("input_proj"), dim, hidden)?.to_dtype(DType::F32)?,
+            codebooks,
+        })
     }
 
     /// `x`: `(t, hidden)` f32. Codes of the first `n` codebooks, each `(t,)`.
@@ -129,8 +132,8 @@ impl SplitRvqEncoder {
     /// Loads the first `valid` codebooks (the ones the codec keeps) of both RVQs.
     pub fn load(w: &Weights, valid: usize, bins: usize, dim: usize, hidden: usize) -> Result<Self> {
         Ok(SplitRvqEncoder {
-            semantic: RvqEncode::load(&w.pp("semantic_residual_vector_quantizer"), 1, bins, dim, hidden)?,
-            acoustic: RvqEncode::load(&w.pp("acoustic_residual_vector_quantizer"), valid - 1, bins, dim, hidden)?,
+            semantic: RvqEncode::load(&w.prefixed("semantic_residual_vector_quantizer"), 1, bins, dim, hidden)?,
+            acoustic: RvqEncode::load(&w.prefixed("acoustic_residual_vector_quantizer"), valid - 1, bins, dim, hidden)?,
         })
     }
 

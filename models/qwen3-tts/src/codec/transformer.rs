@@ -66,13 +66,13 @@ impl Mlp {
     fn load(w: &Weights, flavour: Flavour, hidden: usize, inter: usize) -> Result<Self> {
         Ok(match flavour {
             Flavour::RmsSwiGlu => Mlp::SwiGlu {
-                gate: Linear::load(&w.pp("gate_proj"), inter, hidden, false)?,
-                up: Linear::load(&w.pp("up_proj"), inter, hidden, false)?,
-                down: Linear::load(&w.pp("down_proj"), hidden, inter, false)?,
+                gate: Linear::load(&w.prefixed("gate_proj"), inter, hidden, false)?,
+                up: Linear::load(&w.prefixed("up_proj"), inter, hidden, false)?,
+                down: Linear::load(&w.prefixed("down_proj"), hidden, inter, false)?,
             },
             Flavour::LayerNormGelu => Mlp::Gelu {
-                fc1: Linear::load(&w.pp("fc1"), inter, hidden, false)?,
-                fc2: Linear::load(&w.pp("fc2"), hidden, inter, false)?,
+                fc1: Linear::load(&w.prefixed("fc1"), inter, hidden, false)?,
+                fc2: Linear::load(&w.prefixed("fc2"), hidden, inter, false)?,
             },
         })
     }
@@ -114,19 +114,19 @@ impl Transformer {
         let (q_dim, kv_dim) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
         let layers = (0..s.layers)
             .map(|i| {
-                let l = w.pp(format!("layers.{i}"));
-                let a = l.pp("self_attn");
+                let l = w.prefixed(format!("layers.{i}"));
+                let a = l.prefixed("self_attn");
                 Ok(Layer {
-                    input_norm: Norm::load(&l.pp("input_layernorm"), flavour, s.hidden)?,
+                    input_norm: Norm::load(&l.prefixed("input_layernorm"), flavour, s.hidden)?,
                     attn: Attention {
-                        q: Linear::load(&a.pp("q_proj"), q_dim, s.hidden, s.attention_bias)?,
-                        k: Linear::load(&a.pp("k_proj"), kv_dim, s.hidden, s.attention_bias)?,
-                        v: Linear::load(&a.pp("v_proj"), kv_dim, s.hidden, s.attention_bias)?,
-                        o: Linear::load(&a.pp("o_proj"), s.hidden, q_dim, s.attention_bias)?,
+                        q: Linear::load(&a.prefixed("q_proj"), q_dim, s.hidden, s.attention_bias)?,
+                        k: Linear::load(&a.prefixed("k_proj"), kv_dim, s.hidden, s.attention_bias)?,
+                        v: Linear::load(&a.prefixed("v_proj"), kv_dim, s.hidden, s.attention_bias)?,
+                        o: Linear::load(&a.prefixed("o_proj"), s.hidden, q_dim, s.attention_bias)?,
                     },
                     attn_scale: l.get_shaped("self_attn_layer_scale.scale", &[s.hidden])?,
-                    post_norm: Norm::load(&l.pp("post_attention_layernorm"), flavour, s.hidden)?,
-                    mlp: Mlp::load(&l.pp("mlp"), flavour, s.hidden, s.intermediate)?,
+                    post_norm: Norm::load(&l.prefixed("post_attention_layernorm"), flavour, s.hidden)?,
+                    mlp: Mlp::load(&l.prefixed("mlp"), flavour, s.hidden, s.intermediate)?,
                     mlp_scale: l.get_shaped("mlp_layer_scale.scale", &[s.hidden])?,
                 })
             })

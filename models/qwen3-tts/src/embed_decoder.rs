@@ -10,8 +10,7 @@
 //! same position in all three sections, so it reduces to this ordinary RoPE.
 
 use infer_core::{KvCache, Result, RopeLayout, Tensor, Weights};
-use infer_llm::attention::{AttentionConfig, SelfAttention};
-use infer_llm::layers::{RmsNorm, Rotary, SwiGlu};
+use infer_layers::{AttentionConfig, RmsNorm, Rotary, SelfAttention, SwiGlu};
 
 use crate::config::DecoderDims;
 
@@ -34,7 +33,7 @@ impl EmbedDecoder {
         let head_dim = d.head_dim();
         let blocks = (0..d.num_hidden_layers)
             .map(|i| {
-                let l = w.pp(format!("layers.{i}"));
+                let l = w.prefixed(format!("layers.{i}"));
                 let cfg = AttentionConfig {
                     hidden: d.hidden_size,
                     num_heads: d.num_attention_heads,
@@ -48,16 +47,20 @@ impl EmbedDecoder {
                     softcap: 0.0,
                 };
                 Ok(Block {
-                    input_norm: RmsNorm::load(&l.pp("input_layernorm"), d.hidden_size, d.rms_norm_eps)?,
-                    attn: SelfAttention::load(&l.pp("self_attn"), cfg)?,
-                    post_attn_norm: RmsNorm::load(&l.pp("post_attention_layernorm"), d.hidden_size, d.rms_norm_eps)?,
-                    mlp: SwiGlu::load(&l.pp("mlp"), d.hidden_size, d.intermediate_size, false)?,
+                    input_norm: RmsNorm::load(&l.prefixed("input_layernorm"), d.hidden_size, d.rms_norm_eps)?,
+                    attn: SelfAttention::load(&l.prefixed("self_attn"), cfg)?,
+                    post_attn_norm: RmsNorm::load(
+                        &l.prefixed("post_attention_layernorm"),
+                        d.hidden_size,
+                        d.rms_norm_eps,
+                    )?,
+                    mlp: SwiGlu::load(&l.prefixed("mlp"), d.hidden_size, d.intermediate_size, false)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(EmbedDecoder {
             blocks,
-            norm: RmsNorm::load(&w.pp("norm"), d.hidden_size, d.rms_norm_eps)?,
+            norm: RmsNorm::load(&w.prefixed("norm"), d.hidden_size, d.rms_norm_eps)?,
             rotary: Rotary::new(head_dim, d.rope_theta, RopeLayout::SplitHalf, w.dtype()),
         })
     }

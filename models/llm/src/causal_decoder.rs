@@ -5,7 +5,7 @@
 use abi_stable::std_types::{ROption, RResult};
 use infer_core::{backend::ffi_result, CausalLm, DType, FfiError, KvCache, LayerCache, ModelInfo, Result, Tensor};
 
-use crate::layers::{Linear, RmsNorm, RopeAngles, Rotary};
+use infer_layers::{Linear, RmsNorm, RopeAngles, Rotary};
 
 /// One transformer block.
 pub trait DecoderLayer: Send + Sync {

@@ -1,5 +1,5 @@
-//! Reading config.json into an architecture's config struct, with errors that name the file
-//! and the field.
+//! Reading a checkpoint's `config.json` into a model's config struct, with errors that name the
+//! file and the field.
 
 use std::path::Path;
 

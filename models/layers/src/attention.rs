@@ -3,7 +3,7 @@
 
 use infer_core::{AttentionOpts, LayerCache, Result, Tensor, Weights};
 
-use crate::layers::{Linear, RmsNorm, RopeAngles};
+use crate::{Linear, RmsNorm, RopeAngles};
 
 pub struct AttentionConfig {
     pub hidden: usize,
@@ -38,13 +38,13 @@ impl SelfAttention {
     pub fn load(w: &Weights, cfg: AttentionConfig) -> Result<Self> {
         let (h, d) = (cfg.hidden, cfg.head_dim);
         let norm = |name: &str| {
-            cfg.qk_norm_eps.map(|eps| RmsNorm::load_offset(&w.pp(name), d, eps, cfg.qk_norm_offset)).transpose()
+            cfg.qk_norm_eps.map(|eps| RmsNorm::load_offset(&w.prefixed(name), d, eps, cfg.qk_norm_offset)).transpose()
         };
         Ok(SelfAttention {
-            q: Linear::load(&w.pp("q_proj"), cfg.num_heads * d, h, cfg.qkv_bias)?,
-            k: Linear::load(&w.pp("k_proj"), cfg.num_kv_heads * d, h, cfg.qkv_bias)?,
-            v: Linear::load(&w.pp("v_proj"), cfg.num_kv_heads * d, h, cfg.qkv_bias)?,
-            o: Linear::load(&w.pp("o_proj"), h, cfg.num_heads * d, false)?,
+            q: Linear::load(&w.prefixed("q_proj"), cfg.num_heads * d, h, cfg.qkv_bias)?,
+            k: Linear::load(&w.prefixed("k_proj"), cfg.num_kv_heads * d, h, cfg.qkv_bias)?,
+            v: Linear::load(&w.prefixed("v_proj"), cfg.num_kv_heads * d, h, cfg.qkv_bias)?,
+            o: Linear::load(&w.prefixed("o_proj"), h, cfg.num_heads * d, false)?,
             q_norm: norm("q_norm")?,
             k_norm: norm("k_norm")?,
             cfg,
