@@ -17,12 +17,17 @@ use infer_qwen3_tts as _;
 #[derive(Parser)]
 #[command(name = "infer", version, about = "Run LLMs and speech models on pluggable backends")]
 struct Cli {
-    /// Plugin configuration (default: $INFER_CONFIG, else the nearest plugins.toml).
+    /// Plugin configuration. Default: $INFER_CONFIG, else plugins.toml in the current directory or
+    /// an ancestor, else ~/.config/infer/plugins.toml ($XDG_CONFIG_HOME), else plugins.toml beside
+    /// the executable (`infer plugins` shows which).
     #[arg(long, global = true, env = "INFER_CONFIG")]
     config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
+
+const SPEECH_MODEL_HELP: &str =
+    "Speech checkpoint folder (Qwen3-TTS: config.json, model.safetensors, ...). Required: there is no default speech model";
 
 #[derive(Subcommand)]
 enum Command {
@@ -37,8 +42,10 @@ enum Command {
     /// Print a model's facts.
     Info(commands::info::InfoArgs),
     /// Synthesize speech from text into an audio file.
+    #[command(mut_arg("model", |a| a.help(SPEECH_MODEL_HELP)))]
     Speak(commands::speak::SpeakArgs),
     /// Make or list the named voice presets of a speech model.
+    #[command(mut_arg("model", |a| a.help(SPEECH_MODEL_HELP)))]
     Voice(commands::voice::VoiceArgs),
 }
 

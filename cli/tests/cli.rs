@@ -35,6 +35,8 @@ fn run_json_prints_transformers_greedy_ids_with(extra: &[&str]) {
         "--max-tokens",
         &max_tokens,
         "--ignore-eos",
+        "--temperature",
+        "0",
         "--json",
     ];
     args.extend_from_slice(extra);
@@ -89,6 +91,92 @@ fn sampling_is_reproducible_with_a_seed() {
         v["tokens"].clone()
     };
     assert_eq!(args("1"), args("1"));
+    assert_ne!(args("1"), args("2"), "another seed must give another sample");
+}
+
+/// With no sampling flags `run` samples (the checkpoint's or the built-in defaults), and
+/// `--temperature 0` is greedy.
+#[test]
+fn run_samples_by_default_and_temperature_zero_is_greedy() {
+    let dir = fixture("qwen3/gqa");
+    let case = &golden(&dir).cases[1];
+    let prompt: Vec<String> = case.ids.iter().map(u32::to_string).collect();
+    let n = case.greedy.len().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "-m", dir.to_str().unwrap(), "--prompt-tokens", &prompt, "--max-tokens", &n];
+        args.extend_from_slice(&["--ignore-eos", "--json"]);
+        args.extend_from_slice(extra);
+        let o = infer(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        v["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<u32>>()
+    };
+    assert_eq!(run(&["--temperature", "0"]), case.greedy);
+    let samples: Vec<Vec<u32>> = (1..=3).map(|s| run(&["--seed", &s.to_string()])).collect();
+    assert!(samples.iter().any(|s| *s != case.greedy), "default sampling is not greedy");
+}
+
+#[test]
+fn chat_on_a_checkpoint_without_template_says_which_format_it_uses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("model");
+    infer_tests::copy_dir(&fixture("gemma3/base"), &dir, &[]);
+    let cfg = dir.join("tokenizer_config.json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("chat_template");
+    std::fs::write(&cfg, v.to_string()).unwrap();
+    let o = infer(&["run", "-m", dir.to_str().unwrap(), "-p", "hi", "--chat", "--max-tokens", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let notes: Vec<&str> = stderr(&o).lines().filter(|l| l.starts_with("note:")).collect();
+    assert_eq!(notes.len(), 1, "{}", stderr(&o));
+    assert!(notes[0].contains("Gemma turns") && notes[0].contains("--chat-template"), "{}", notes[0]);
+    let tmpl = tmp.path().join("t.jinja");
+    std::fs::write(&tmpl, "{{ messages[0]['content'] }}").unwrap();
+    let o =
+        infer(&["run", "-m", dir.to_str().unwrap(), "-p", "hi", "--chat", "--chat-template", tmpl.to_str().unwrap()]);
+    assert!(o.status.success() && !stderr(&o).contains("note:"), "{}", stderr(&o));
+}
+
+#[test]
+fn help_names_each_commands_default_model() {
+    for cmd in ["run", "chat", "bench", "info"] {
+        let o = infer(&[cmd, "--help"]);
+        assert!(stdout(&o).contains("Gemma 3 270M"), "{cmd}: {}", stdout(&o));
+    }
+    for cmd in ["speak", "voice"] {
+        let o = infer(&[cmd, "--help"]);
+        let out = stdout(&o);
+        assert!(out.contains("no default speech model") && !out.contains("Gemma"), "{cmd}: {out}");
+    }
+}
+
+#[test]
+fn plugins_says_which_config_file_it_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("plugins.toml");
+    std::fs::write(&cfg, "default_backends = [\"candle\"]\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_infer"))
+        .args(["plugins"])
+        .current_dir(dir.path())
+        .env_remove("INFER_CONFIG")
+        .output()
+        .unwrap();
+    assert!(stdout(&o).contains(&format!("config: {}", cfg.display())), "{}", stdout(&o));
+    // Outside any tree holding one, the user's config directory is next.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let user_cfg = home.path().join("infer/plugins.toml");
+    std::fs::create_dir_all(user_cfg.parent().unwrap()).unwrap();
+    std::fs::write(&user_cfg, "").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_infer"))
+        .args(["plugins", "--json"])
+        .current_dir(elsewhere.path())
+        .env_remove("INFER_CONFIG")
+        .env("XDG_CONFIG_HOME", home.path())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["config"], user_cfg.display().to_string());
 }
 
 #[test]

@@ -38,6 +38,8 @@ fn run_json(config: &Path, dir: &Path, ids: &[u32], n: usize, backend: &str) -> 
         "--max-tokens",
         &n,
         "--ignore-eos",
+        "--temperature",
+        "0",
         "--json",
     ];
     infer(config, &args)

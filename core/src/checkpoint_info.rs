@@ -30,6 +30,17 @@ impl CheckpointInfo {
             CheckpointFormat::Safetensors => Ok(Box::new(crate::HfTokenizer::from_dir(&self.path)?)),
         }
     }
+
+    /// The sampling the checkpoint asks for when the caller sets none.
+    pub fn sampling_defaults(&self) -> Result<crate::text::generation_defaults::SamplingDefaults> {
+        use crate::text::generation_defaults::SamplingDefaults;
+        match self.format {
+            CheckpointFormat::Gguf => Ok(SamplingDefaults::from_gguf(&crate::gguf::GgufFile::open(&self.path)?)),
+            CheckpointFormat::Safetensors => {
+                SamplingDefaults::from_generation_config(&self.path.join("generation_config.json"))
+            }
+        }
+    }
 }
 
 impl CheckpointInfo {

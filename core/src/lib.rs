@@ -38,11 +38,13 @@ pub use plugin_config::PluginConfig;
 pub use registry::{Origin, Registry};
 pub use tensor::{AttentionOpts, Conv1dParams, Tensor};
 pub use text::causal_lm::{CausalLm, CausalLmBox};
+pub use text::generation_defaults::SamplingDefaults;
 pub use text::kv_cache::{KvCache, LayerCache};
 pub use text::model::{TextModel, TokenStream};
 pub use text::tokenizer::{HfTokenizer, Tokenizer};
 pub use text::types::{
-    BatchResult, CancelToken, ClassifyResult, GenerateConfig, GenerateMetrics, LoadConfig, Message, ModelInfo, Token,
+    BatchResult, CancelToken, ChatTemplateOrigin, ClassifyResult, GenerateConfig, GenerateMetrics, LoadConfig, Message,
+    ModelInfo, Token,
 };
 pub use weights::{NameMap, Weights};
 

@@ -36,6 +36,9 @@ pub struct PluginConfig {
     /// Directory relative plugin paths are resolved against (the config file's).
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// The file this configuration was read from (`None`: built-in defaults, no file found).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -50,6 +53,7 @@ impl Default for PluginConfig {
             aliases: BTreeMap::new(),
             plugins: Vec::new(),
             base_dir: PathBuf::new(),
+            source: None,
         }
     }
 }
@@ -89,6 +93,7 @@ impl PluginConfig {
         let mut cfg: PluginConfig =
             toml::from_str(&text).map_err(|e| Error::config(path, e.to_string().trim_end().replace('\n', " ")))?;
         cfg.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        cfg.source = Some(path.to_path_buf());
         Ok(cfg)
     }
 
@@ -100,8 +105,10 @@ impl PluginConfig {
         })
     }
 
-    /// The configuration to use: `explicit` (e.g. `--config`), else `$INFER_CONFIG`, else a
-    /// `plugins.toml` in the current directory or its ancestors, else built-in defaults.
+    /// The configuration to use, from the first of: `explicit` (e.g. `--config`),
+    /// `$INFER_CONFIG`, a `plugins.toml` in the current directory or its ancestors,
+    /// `$XDG_CONFIG_HOME/infer/plugins.toml` (default `~/.config/infer/plugins.toml`), a
+    /// `plugins.toml` beside the running executable; else built-in defaults.
     pub fn discover(explicit: Option<&Path>) -> Result<Self> {
         if let Some(p) = explicit {
             return Self::from_file(p);
@@ -109,14 +116,28 @@ impl PluginConfig {
         if let Some(p) = std::env::var_os("INFER_CONFIG").filter(|v| !v.is_empty()) {
             return Self::from_file(Path::new(&p));
         }
+        match Self::search_path().into_iter().find(|c| c.is_file()) {
+            Some(found) => Self::from_file(&found),
+            None => Ok(Self::default()),
+        }
+    }
+
+    /// Where [`discover`](Self::discover) looks when neither `--config` nor `$INFER_CONFIG`
+    /// names a file, in order.
+    pub fn search_path() -> Vec<PathBuf> {
+        let mut out = Vec::new();
         let mut dir = std::env::current_dir().ok();
         while let Some(d) = dir {
-            let candidate = d.join("plugins.toml");
-            if candidate.is_file() {
-                return Self::from_file(&candidate);
-            }
+            out.push(d.join("plugins.toml"));
             dir = d.parent().map(Path::to_path_buf);
         }
-        Ok(Self::default())
+        let env_dir = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        if let Some(config) = env_dir("XDG_CONFIG_HOME").or_else(|| env_dir("HOME").map(|h| h.join(".config"))) {
+            out.push(config.join("infer").join("plugins.toml"));
+        }
+        if let Some(exe_dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
+            out.push(exe_dir.join("plugins.toml"));
+        }
+        out
     }
 }

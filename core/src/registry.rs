@@ -11,9 +11,12 @@ use crate::checkpoint_info::CheckpointInfo;
 use crate::plugin::{self, library, BackendPlugin, ModelKind, ModelLoadOptions, ModelPlugin};
 use crate::plugin_config::PluginConfig;
 use crate::speech_ffi::HostSpeech;
+use crate::text::chat_formats;
+use crate::text::chat_template::ChatTemplate;
 use crate::text::engine::LlmEngine;
 use crate::text::model::TextModel;
-use crate::text::types::LoadConfig;
+use crate::text::tokenizer::Tokenizer;
+use crate::text::types::{ChatTemplateOrigin, LoadConfig};
 use crate::{Backend, DType, Error, Result};
 
 /// Where a plugin came from.
@@ -259,8 +262,14 @@ impl Registry {
         let path_str = ckpt.path.to_string_lossy();
         let lm = lift((entry.plugin.load_text)(path_str.as_ref().into(), &backend, &options))?;
         let add_bos = tokenizer.adds_bos();
-        let engine = LlmEngine::new(lm, Arc::from(tokenizer), backend, &ckpt.model_type, cfg.context_len, add_bos);
-        Ok(Box::new(engine.with_kv_dtype(cfg.kv_dtype)?))
+        let chat_template = chat_template_override(cfg, &ckpt, tokenizer.as_ref())?;
+        let mut engine = LlmEngine::new(lm, Arc::from(tokenizer), backend, &ckpt.model_type, cfg.context_len, add_bos)
+            .with_kv_dtype(cfg.kv_dtype)?
+            .with_sampling_defaults(ckpt.sampling_defaults()?);
+        if let Some((template, origin)) = chat_template {
+            engine = engine.with_chat_template(template, origin);
+        }
+        Ok(Box::new(engine))
     }
 }
 
@@ -275,6 +284,31 @@ impl Registry {
         let path_str = ckpt.path.to_string_lossy();
         let model = lift((entry.plugin.load_speech)(path_str.as_ref().into(), &backend, &options))?;
         Ok(Box::new(HostSpeech(model)))
+    }
+}
+
+/// The template `chat` should use instead of the tokenizer's: the caller's file, else (when the
+/// checkpoint has none) its architecture's built-in format.
+fn chat_template_override(
+    cfg: &LoadConfig,
+    ckpt: &CheckpointInfo,
+    tokenizer: &dyn Tokenizer,
+) -> Result<Option<(ChatTemplate, ChatTemplateOrigin)>> {
+    let name = |id: Option<u32>| id.and_then(|i| tokenizer.id_to_token(i)).unwrap_or_default();
+    let (bos, eos) = (name(tokenizer.bos_id()), name(tokenizer.eos_ids().first().copied()));
+    if let Some(path) = &cfg.chat_template {
+        let src = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let template = ChatTemplate::new(src, &bos, &eos).map_err(|e| Error::config(path, e.to_string()))?;
+        return Ok(Some((template, ChatTemplateOrigin::File(path.clone()))));
+    }
+    if tokenizer.chat_template().is_some() {
+        return Ok(None);
+    }
+    match chat_formats::for_architecture(&ckpt.model_type) {
+        Some(f) => {
+            Ok(Some((ChatTemplate::new(f.source.to_string(), &bos, &eos)?, ChatTemplateOrigin::BuiltIn(f.name))))
+        }
+        None => Ok(None),
     }
 }
 

@@ -31,11 +31,7 @@ fn goldens() -> Goldens {
 
 fn real_tekken() -> Tekken {
     let path = models_dir().join("tekken_240911.json");
-    assert!(
-        path.is_file(),
-        "{} missing: run tools/models/fetch.sh tekken",
-        path.display()
-    );
+    assert!(path.is_file(), "{} missing: run tools/models/fetch.sh tekken", path.display());
     Tekken::from_file(&path).expect("load tekken_240911.json")
 }
 

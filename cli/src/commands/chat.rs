@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use infer_core::{GenerateConfig, Message, Registry};
 
-use super::shared::ModelArgs;
+use super::shared::{note_chat_template, ModelArgs, SamplingArgs};
 
 #[derive(Args, Debug)]
 pub struct ChatArgs {
@@ -15,28 +15,20 @@ pub struct ChatArgs {
     /// A system prompt for the conversation.
     #[arg(long)]
     pub system: Option<String>,
+    /// A Jinja chat template file replacing the checkpoint's (or the built-in format used when
+    /// it has none).
+    #[arg(long)]
+    pub chat_template: Option<std::path::PathBuf>,
     #[arg(long, default_value_t = 512)]
     pub max_tokens: usize,
-    #[arg(long, default_value_t = 0.7)]
-    pub temperature: f32,
-    #[arg(long, default_value_t = 40)]
-    pub top_k: usize,
-    #[arg(long, default_value_t = 0.95)]
-    pub top_p: f32,
-    #[arg(long)]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
 }
 
 pub fn run(registry: &Registry, args: ChatArgs) -> Result<()> {
-    let model = args.model.load(registry)?;
-    let cfg = GenerateConfig {
-        max_tokens: args.max_tokens,
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        seed: args.seed,
-        ..Default::default()
-    };
+    let model = args.model.load_with_chat_template(registry, args.chat_template.clone())?;
+    note_chat_template(model.as_ref(), &args.model.model_path()?);
+    let cfg = GenerateConfig { max_tokens: args.max_tokens, ..args.sampling.config(&model.sampling_defaults()) };
     let mut history: Vec<Message> = args.system.iter().map(|s| Message::system(s.clone())).collect();
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();

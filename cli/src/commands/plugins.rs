@@ -4,6 +4,9 @@ use anyhow::Result;
 use clap::Args;
 use infer_core::Registry;
 
+/// The configuration file is the first of: --config, $INFER_CONFIG, plugins.toml in the current
+/// directory or an ancestor, $XDG_CONFIG_HOME/infer/plugins.toml (~/.config/infer/plugins.toml),
+/// plugins.toml beside the infer executable.
 #[derive(Args, Debug)]
 pub struct PluginsArgs {
     /// Print JSON instead of a table.
@@ -44,8 +47,9 @@ pub fn run(registry: &Registry, args: PluginsArgs) -> Result<()> {
             })
         })
         .collect();
+    let config_file = registry.config().source.as_ref().map(|p| p.display().to_string());
     if args.json {
-        println!("{}", serde_json::json!({ "backends": backends, "models": models }));
+        println!("{}", serde_json::json!({ "config": config_file, "backends": backends, "models": models }));
         return Ok(());
     }
     // The table is printed from the same rows as the JSON, so each plugin is queried once.
@@ -73,6 +77,12 @@ pub fn run(registry: &Registry, args: PluginsArgs) -> Result<()> {
         );
     }
     let cfg = registry.config();
+    match &config_file {
+        Some(f) => println!("config: {f}"),
+        None => {
+            println!("config: none found (built-in defaults; see `infer plugins --help` for where it is looked for)")
+        }
+    }
     if !cfg.aliases.is_empty() {
         let aliases: Vec<String> = cfg.aliases.iter().map(|(k, v)| format!("{k}={}", v.backend())).collect();
         println!("aliases: {}", aliases.join(" "));

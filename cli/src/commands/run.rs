@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use infer_core::{GenerateConfig, Message, Registry};
 
-use super::shared::ModelArgs;
+use super::shared::{note_chat_template, ModelArgs, SamplingArgs};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -21,21 +21,14 @@ pub struct RunArgs {
     /// Wrap the prompt as a user message in the checkpoint's chat template.
     #[arg(long)]
     pub chat: bool,
+    /// A Jinja chat template file for --chat, replacing the checkpoint's (or the built-in format
+    /// used when it has none).
+    #[arg(long, requires = "chat")]
+    pub chat_template: Option<std::path::PathBuf>,
     #[arg(long, default_value_t = 128)]
     pub max_tokens: usize,
-    /// 0 is greedy.
-    #[arg(long, default_value_t = 0.0)]
-    pub temperature: f32,
-    #[arg(long, default_value_t = 0)]
-    pub top_k: usize,
-    #[arg(long, default_value_t = 1.0)]
-    pub top_p: f32,
-    #[arg(long, default_value_t = 0.0)]
-    pub min_p: f32,
-    #[arg(long, default_value_t = 1.0)]
-    pub repeat_penalty: f32,
-    #[arg(long)]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     /// Stop when the output contains this text (repeatable).
     #[arg(long = "stop")]
     pub stop_strings: Vec<String>,
@@ -48,22 +41,19 @@ pub struct RunArgs {
 }
 
 pub fn run(registry: &Registry, args: RunArgs) -> Result<()> {
-    let cfg = GenerateConfig {
-        max_tokens: args.max_tokens,
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        min_p: args.min_p,
-        repeat_penalty: args.repeat_penalty,
-        seed: args.seed,
-        stop_strings: args.stop_strings.clone(),
-        ignore_eos: args.ignore_eos,
-        ..Default::default()
-    };
     if args.prompt.is_none() && args.prompt_tokens.is_none() {
         bail!("give a prompt with --prompt TEXT or --prompt-tokens 1,2,3");
     }
-    let model = args.model.load(registry)?;
+    let model = args.model.load_with_chat_template(registry, args.chat_template.clone())?;
+    let cfg = GenerateConfig {
+        max_tokens: args.max_tokens,
+        stop_strings: args.stop_strings.clone(),
+        ignore_eos: args.ignore_eos,
+        ..args.sampling.config(&model.sampling_defaults())
+    };
+    if args.chat && args.prompt.is_some() {
+        note_chat_template(model.as_ref(), &args.model.model_path()?);
+    }
     let stream = match (&args.prompt, &args.prompt_tokens) {
         (_, Some(ids)) => model.generate_ids(ids, &cfg)?,
         (Some(p), None) if args.chat => model.chat(&[Message::user(p.clone())], &cfg)?,

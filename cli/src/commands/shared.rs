@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use infer_core::{DType, LoadConfig};
+use infer_core::{ChatTemplateOrigin, DType, GenerateConfig, LoadConfig, SamplingDefaults, TextModel};
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
@@ -57,9 +57,19 @@ impl ModelArgs {
     }
 
     /// Loads the model through `registry`.
-    pub fn load(&self, registry: &infer_core::Registry) -> Result<Box<dyn infer_core::TextModel>> {
+    pub fn load(&self, registry: &infer_core::Registry) -> Result<Box<dyn TextModel>> {
+        self.load_with_chat_template(registry, None)
+    }
+
+    /// Loads the model, with `chat_template` (a Jinja file) replacing the checkpoint's.
+    pub fn load_with_chat_template(
+        &self,
+        registry: &infer_core::Registry,
+        chat_template: Option<PathBuf>,
+    ) -> Result<Box<dyn TextModel>> {
         let path = self.model_path()?;
-        registry.load_model(&path, &self.load_config()?).with_context(|| format!("loading {}", path.display()))
+        let cfg = LoadConfig { chat_template, ..self.load_config()? };
+        registry.load_model(&path, &cfg).with_context(|| format!("loading {}", path.display()))
     }
 
     pub fn load_config(&self) -> Result<LoadConfig> {
@@ -81,5 +91,55 @@ impl ModelArgs {
             kv_dtype,
             ..Default::default()
         })
+    }
+}
+
+/// Sampling flags of `run` and `chat`. Unset flags take the checkpoint's defaults.
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Sampling temperature; 0 is greedy. Default: the checkpoint's (generation_config.json or
+    /// GGUF sampling metadata), else 0.8.
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// Keep the K most likely tokens (0 disables). Default: the checkpoint's, else 40.
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// Nucleus sampling mass (1 disables). Default: the checkpoint's, else 0.95.
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// Drop tokens below this fraction of the best one's probability (0 disables). Default: the
+    /// checkpoint's, else 0.05.
+    #[arg(long)]
+    pub min_p: Option<f32>,
+    /// Penalty on tokens already present (1 disables). Default: the checkpoint's, else 1.
+    #[arg(long)]
+    pub repeat_penalty: Option<f32>,
+    /// Seed of the sampler (default: random).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl SamplingArgs {
+    /// The model's defaults with the given flags on top.
+    pub fn config(&self, defaults: &SamplingDefaults) -> GenerateConfig {
+        GenerateConfig {
+            temperature: self.temperature.unwrap_or(defaults.temperature),
+            top_k: self.top_k.unwrap_or(defaults.top_k),
+            top_p: self.top_p.unwrap_or(defaults.top_p),
+            min_p: self.min_p.unwrap_or(defaults.min_p),
+            repeat_penalty: self.repeat_penalty.unwrap_or(defaults.repeat_penalty),
+            seed: self.seed,
+            ..Default::default()
+        }
+    }
+}
+
+/// One line on stderr when `chat` will use a format the checkpoint does not carry.
+pub fn note_chat_template(model: &dyn TextModel, path: &std::path::Path) {
+    if let ChatTemplateOrigin::BuiltIn(name) = model.chat_template_origin() {
+        eprintln!(
+            "note: {} has no chat template; using the {name} format of its architecture (--chat-template FILE overrides)",
+            path.display()
+        );
     }
 }

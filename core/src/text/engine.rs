@@ -8,6 +8,9 @@ use abi_stable::std_types::ROption;
 
 use crate::backend::lift;
 use crate::text::causal_lm::CausalLmBox;
+use crate::text::chat_prompt::chat_prompt_ids;
+use crate::text::chat_template::ChatTemplate;
+use crate::text::generation_defaults::SamplingDefaults;
 use crate::text::kv_cache::{self, KvCache};
 use crate::text::model::{TextModel, TokenStream};
 use crate::text::sampling::Sampler;
@@ -28,6 +31,10 @@ pub struct LlmEngine {
     /// Storage dtype of the KV caches this engine makes (`None`: the compute dtype).
     kv_dtype: Option<DType>,
     add_bos: bool,
+    /// A template replacing the tokenizer's (a caller's file, or the architecture's format).
+    chat_template: Option<ChatTemplate>,
+    chat_origin: ChatTemplateOrigin,
+    sampling: SamplingDefaults,
     metrics: Mutex<GenerateMetrics>,
 }
 
@@ -41,6 +48,8 @@ impl LlmEngine {
         add_bos: bool,
     ) -> Self {
         let info = lm.info();
+        let chat_origin =
+            if tokenizer.chat_template().is_some() { ChatTemplateOrigin::Checkpoint } else { ChatTemplateOrigin::None };
         LlmEngine {
             lm: Some(lm),
             tokenizer,
@@ -50,8 +59,23 @@ impl LlmEngine {
             context_len,
             kv_dtype: None,
             add_bos,
+            chat_template: None,
+            chat_origin,
+            sampling: SamplingDefaults::BUILT_IN,
             metrics: Mutex::new(GenerateMetrics::default()),
         }
+    }
+
+    /// Uses `template` for `chat` instead of the tokenizer's own.
+    pub fn with_chat_template(mut self, template: ChatTemplate, origin: ChatTemplateOrigin) -> Self {
+        self.chat_template = Some(template);
+        self.chat_origin = origin;
+        self
+    }
+
+    pub fn with_sampling_defaults(mut self, sampling: SamplingDefaults) -> Self {
+        self.sampling = sampling;
+        self
     }
 
     fn lm(&self) -> Result<&CausalLmBox> {
@@ -150,12 +174,10 @@ impl TextModel for LlmEngine {
     }
 
     fn chat(&self, messages: &[Message], cfg: &GenerateConfig) -> Result<TokenStream<'_>> {
-        let template =
-            self.tokenizer.chat_template().ok_or_else(|| Error::unsupported("this checkpoint has no chat template"))?;
-        let text = template.render(messages, true)?;
-        // The template writes BOS itself where the model wants one.
-        let ids = self.tokenizer.encode(&text, false)?;
-        self.stream(ids, cfg)
+        let template = self.chat_template.as_ref().or_else(|| self.tokenizer.chat_template()).ok_or_else(|| {
+            Error::unsupported("this checkpoint has no chat template and its architecture no built-in format: give one with --chat-template FILE")
+        })?;
+        self.stream(chat_prompt_ids(self.tokenizer.as_ref(), template, messages)?, cfg)
     }
 
     fn classify(&self, prompts: &[&str], cfg: &GenerateConfig, return_logits: bool) -> Result<Vec<ClassifyResult>> {
@@ -233,6 +255,14 @@ impl TextModel for LlmEngine {
 
     fn tokenizer(&self) -> &dyn Tokenizer {
         self.tokenizer.as_ref()
+    }
+
+    fn sampling_defaults(&self) -> SamplingDefaults {
+        self.sampling.clone()
+    }
+
+    fn chat_template_origin(&self) -> ChatTemplateOrigin {
+        self.chat_origin.clone()
     }
 
     fn close(&mut self) {
@@ -319,14 +349,23 @@ impl<'a> Generation<'a> {
             self.first_token = Some(self.started.elapsed());
         }
         if self.stop_ids.contains(&id) {
+            // Text held back as a possible stop-string prefix is output after all: the stop
+            // token carries it (and is otherwise not emitted).
+            if !self.held.is_empty() {
+                self.done = true;
+                return Ok(Some(Token { id, text: std::mem::take(&mut self.held) }));
+            }
             return Ok(None);
         }
         self.history.push(id);
         let delta = self.decoder.push(self.engine.tokenizer.as_ref(), id)?;
         self.held.push_str(&delta);
-        let (emit, stopped) = split_at_stop(&mut self.held, &self.cfg.stop_strings);
+        let (mut emit, stopped) = split_at_stop(&mut self.held, &self.cfg.stop_strings);
         if stopped {
             self.done = true;
+        } else if self.generated() >= self.cfg.max_tokens {
+            // No token can follow to complete a stop string: release what was held.
+            emit.push_str(&std::mem::take(&mut self.held));
         }
         Ok(Some(Token { id, text: emit }))
     }

@@ -3,8 +3,11 @@
 
 pub(crate) mod byte_bpe;
 pub mod causal_lm;
+pub mod chat_formats;
+pub mod chat_prompt;
 pub mod chat_template;
 pub mod engine;
+pub mod generation_defaults;
 pub mod gguf_tokenizer;
 pub mod kv_cache;
 pub mod model;

@@ -1,8 +1,10 @@
 //! `TextModel`: what a host application calls (mirrors go-inference's TextModel).
 
+use crate::text::generation_defaults::SamplingDefaults;
 use crate::text::tokenizer::Tokenizer;
 use crate::text::types::{
-    BatchResult, CancelToken, ClassifyResult, GenerateConfig, GenerateMetrics, Message, ModelInfo, Token,
+    BatchResult, CancelToken, ChatTemplateOrigin, ClassifyResult, GenerateConfig, GenerateMetrics, Message, ModelInfo,
+    Token,
 };
 use crate::Result;
 
@@ -11,7 +13,8 @@ pub trait TextModel: Send + Sync {
     fn generate(&self, prompt: &str, cfg: &GenerateConfig) -> Result<TokenStream<'_>>;
     /// Streams the continuation of already-tokenized input.
     fn generate_ids(&self, prompt: &[u32], cfg: &GenerateConfig) -> Result<TokenStream<'_>>;
-    /// Formats `messages` with the checkpoint's chat template and streams the assistant's reply.
+    /// Formats `messages` with the model's chat template and streams the assistant's reply.
+    /// Message content is literal text: special-token strings in it are not control tokens.
     fn chat(&self, messages: &[Message], cfg: &GenerateConfig) -> Result<TokenStream<'_>>;
     /// One batched prefill; samples (per `cfg`) the next token of each prompt.
     fn classify(&self, prompts: &[&str], cfg: &GenerateConfig, return_logits: bool) -> Result<Vec<ClassifyResult>>;
@@ -27,6 +30,11 @@ pub trait TextModel: Send + Sync {
     /// The checkpoint's architecture name, e.g. `qwen3`.
     fn model_type(&self) -> &str;
     fn tokenizer(&self) -> &dyn Tokenizer;
+    /// The sampling the checkpoint asks for when a caller sets none (`GenerateConfig::default()`
+    /// itself is greedy).
+    fn sampling_defaults(&self) -> SamplingDefaults;
+    /// Where the template `chat` uses came from.
+    fn chat_template_origin(&self) -> ChatTemplateOrigin;
     /// Releases weights and caches now rather than at drop.
     fn close(&mut self);
 }

@@ -133,6 +133,20 @@ impl SpmModel {
         out
     }
 
+    /// `text` with special-token strings kept as text, as a fragment inside a larger input
+    /// (no space prefix).
+    pub fn encode_literal(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        if !text.is_empty() {
+            self.encode_fragment(&text.replace(' ', SPACE), &mut out);
+        }
+        out
+    }
+
+    pub fn contains_special(&self, text: &str) -> bool {
+        self.specials.as_ref().is_some_and(|(ac, _)| ac.is_match(text))
+    }
+
     fn encode_fragment(&self, text: &str, out: &mut Vec<u32>) {
         let mut symbols: Vec<Symbol> = Vec::new();
         for (i, (start, c)) in text.char_indices().enumerate() {
@@ -225,6 +239,12 @@ impl Tokenizer for SpmTokenizer {
         }
         ids.extend(self.model.encode(text));
         Ok(ids)
+    }
+    fn encode_literal(&self, text: &str) -> Result<Vec<u32>> {
+        Ok(self.model.encode_literal(text))
+    }
+    fn contains_special_token(&self, text: &str) -> bool {
+        self.model.contains_special(text)
     }
     fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String> {
         Ok(self.model.decode(ids, skip_special))

@@ -243,6 +243,15 @@ impl Tokenizer for Tekken {
         Ok(ids)
     }
 
+    fn encode_literal(&self, text: &str) -> Result<Vec<u32>> {
+        Ok(self.encode_text(text))
+    }
+
+    /// Never: Tekken reads no special token out of text.
+    fn contains_special_token(&self, _text: &str) -> bool {
+        false
+    }
+
     fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String> {
         let mut out = String::new();
         let mut run: Vec<u8> = Vec::new();
@@ -257,7 +266,9 @@ impl Tokenizer for Tekken {
             match self.specials.get(id as usize) {
                 Some(name) if !skip_special => out.push_str(name),
                 Some(_) => {}
-                None => return Err(Error::Tokenizer(format!("id {id} is outside the vocabulary ({})", self.vocab_size()))),
+                None => {
+                    return Err(Error::Tokenizer(format!("id {id} is outside the vocabulary ({})", self.vocab_size())))
+                }
             }
         }
         out.push_str(&String::from_utf8_lossy(&run));
@@ -269,8 +280,7 @@ impl Tokenizer for Tekken {
     }
 
     fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.special_id(token)
-            .or_else(|| self.ranks.get(token.as_bytes()).map(|r| r + self.specials.len() as u32))
+        self.special_id(token).or_else(|| self.ranks.get(token.as_bytes()).map(|r| r + self.specials.len() as u32))
     }
 
     fn id_to_token(&self, id: u32) -> Option<String> {

@@ -10,6 +10,11 @@ use crate::{Error, Result};
 pub trait Tokenizer: Send + Sync {
     /// Token ids of `text`; `add_bos` prepends the beginning-of-sequence id when the model has one.
     fn encode(&self, text: &str, add_bos: bool) -> Result<Vec<u32>>;
+    /// Token ids of `text` read as literal text: strings that spell special tokens stay text
+    /// (for untrusted content such as a chat message). No BOS.
+    fn encode_literal(&self, text: &str) -> Result<Vec<u32>>;
+    /// Whether `encode` would read part of `text` as a special token.
+    fn contains_special_token(&self, text: &str) -> bool;
     fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String>;
     fn vocab_size(&self) -> usize;
     fn token_to_id(&self, token: &str) -> Option<u32>;
@@ -143,6 +148,18 @@ impl Tokenizer for HfTokenizer {
         }
         ids.extend_from_slice(enc.get_ids());
         Ok(ids)
+    }
+
+    fn encode_literal(&self, text: &str) -> Result<Vec<u32>> {
+        // A copy that splits added tokens like any text; made only for content that needs it.
+        let mut literal = self.inner.clone();
+        literal.set_encode_special_tokens(true);
+        let enc = literal.encode(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    fn contains_special_token(&self, text: &str) -> bool {
+        self.inner.get_added_tokens_decoder().values().any(|t| !t.content.is_empty() && text.contains(&t.content))
     }
 
     fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String> {

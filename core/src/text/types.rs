@@ -107,6 +107,22 @@ pub struct LoadConfig {
     pub parallel_slots: usize,
     /// LoRA adapter directory (not implemented yet; loading one is an error).
     pub adapter_path: Option<String>,
+    /// A Jinja chat template file used instead of the checkpoint's own (or of the built-in
+    /// format for its architecture, when it has none).
+    pub chat_template: Option<std::path::PathBuf>,
+}
+
+/// Where a model's chat template came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChatTemplateOrigin {
+    /// The checkpoint's own (tokenizer_config.json, chat_template.jinja, GGUF metadata).
+    Checkpoint,
+    /// A file the caller named.
+    File(std::path::PathBuf),
+    /// The checkpoint has none: the built-in format of its architecture, by name.
+    BuiltIn(&'static str),
+    /// None at all: `chat` is unsupported.
+    None,
 }
 
 /// Measurements of the most recent operation.
