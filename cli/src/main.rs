@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use infer_core::BackendNeed;
 
 // Built-in plugins register themselves through `inventory`; referencing the crates links them.
 use infer_backend_candle as _;
@@ -49,7 +50,32 @@ enum Command {
     Voice(commands::voice::VoiceArgs),
 }
 
+impl Command {
+    /// The backend this command runs on: plugin libraries that declare only other backends
+    /// stay unloaded (a candle run does not map libtorch).
+    fn backend_need(&self) -> BackendNeed<'_> {
+        let model = match self {
+            Command::Run(a) => &a.model,
+            Command::Chat(a) => &a.model,
+            Command::Bench(a) => &a.model,
+            Command::Info(a) => &a.model,
+            Command::Speak(a) => &a.model,
+            Command::Voice(a) => &a.model,
+            #[allow(unreachable_patterns)] // commands without a model list or pick plugins themselves
+            _ => return BackendNeed::Any,
+        };
+        model.backend.as_deref().map_or(BackendNeed::Default, BackendNeed::Named)
+    }
+}
+
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`infer plugins | head`) as other command-line tools do,
+    // instead of panicking in println!.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         // Without INFER_LOG: errors only, and not symphonia's format-probe noise (its failures
         // reach the user as our own one-line error).
@@ -61,7 +87,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = (|| {
-        let registry = infer_core::Registry::discover(cli.config.as_deref())?;
+        let registry = infer_core::Registry::discover_for(cli.config.as_deref(), cli.command.backend_need())?;
         match cli.command {
             Command::Run(args) => commands::run::run(&registry, args),
             Command::Chat(args) => commands::chat::run(&registry, args),

@@ -100,7 +100,7 @@ fn sampling_is_reproducible_with_a_seed() {
 fn run_samples_by_default_and_temperature_zero_is_greedy() {
     let dir = fixture("qwen3/gqa");
     let case = &golden(&dir).cases[1];
-    let prompt: Vec<String> = case.ids.iter().map(u32::to_string).collect();
+    let prompt = case.ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     let n = case.greedy.len().to_string();
     let run = |extra: &[&str]| {
         let mut args = vec!["run", "-m", dir.to_str().unwrap(), "--prompt-tokens", &prompt, "--max-tokens", &n];
@@ -127,7 +127,8 @@ fn chat_on_a_checkpoint_without_template_says_which_format_it_uses() {
     std::fs::write(&cfg, v.to_string()).unwrap();
     let o = infer(&["run", "-m", dir.to_str().unwrap(), "-p", "hi", "--chat", "--max-tokens", "3"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let notes: Vec<&str> = stderr(&o).lines().filter(|l| l.starts_with("note:")).collect();
+    let err = stderr(&o);
+    let notes: Vec<&str> = err.lines().filter(|l| l.starts_with("note:")).collect();
     assert_eq!(notes.len(), 1, "{}", stderr(&o));
     assert!(notes[0].contains("Gemma turns") && notes[0].contains("--chat-template"), "{}", notes[0]);
     let tmpl = tmp.path().join("t.jinja");
@@ -357,30 +358,37 @@ fn context_overflow_and_bad_templates_give_one_line_errors() {
 }
 
 /// Issue 3's memory bound: the GGUF's quantized weights are computed on in their mapped pages,
-/// so a Gemma 3 270M run stays within the file size + 200 MB (measured: file + ~105 MB).
+/// so a Gemma 3 270M run stays within the file size + 200 MB (measured: file + ~115 MB) — on every
+/// kernel path the CPU can take (`INFER_GGML_ISA` caps it), and with the libtorch plugin library
+/// configured: declared `backends = ["tch"]`, it is not loaded by a candle run (loaded, it alone
+/// added ~110 MB: issue 12).
 #[test]
 fn real_gemma_peak_memory_is_file_size_plus_200_mb() {
-    let models = match std::env::var_os("INFER_MODELS_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/infer/models"),
-    };
-    let gguf = models.join("gemma-3-270m-q4_k_m.gguf");
+    let gguf = infer_tests::models_dir().join("gemma-3-270m-q4_k_m.gguf");
     assert!(gguf.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", gguf.display());
-    let o = infer(&[
-        "bench",
-        "--model",
-        gguf.to_str().unwrap(),
-        "--prompt-tokens",
-        "64",
-        "--gen-tokens",
-        "8",
-        "--runs",
-        "1",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-    let peak_mb = v["peak_rss_mb"].as_f64().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("plugins.toml");
+    let tch = infer_tests::profile_dir().join(format!(
+        "{}infer_plugin_tch{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ));
+    std::fs::write(&config, format!("[[plugin]]\npath = {tch:?}\noptional = true\nbackends = [\"tch\"]\n")).unwrap();
     let file_mb = std::fs::metadata(&gguf).unwrap().len() as f64 / 1e6;
-    assert!(peak_mb <= file_mb + 200.0, "peak RSS {peak_mb:.0} MB for a {file_mb:.0} MB file");
+    for isa in ["", "avx2", "scalar"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_infer"))
+            .args(["bench", "--model", gguf.to_str().unwrap(), "--prompt-tokens", "64", "--gen-tokens", "8"])
+            .args(["--runs", "1", "--json"])
+            .env("INFER_CONFIG", &config)
+            .env("INFER_GGML_ISA", isa)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        let peak_mb = v["peak_rss_mb"].as_f64().unwrap();
+        assert!(
+            peak_mb <= file_mb + 200.0,
+            "INFER_GGML_ISA={isa:?}: peak RSS {peak_mb:.0} MB for a {file_mb:.0} MB file"
+        );
+    }
 }

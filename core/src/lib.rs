@@ -35,7 +35,7 @@ pub use gguf::GgufFile;
 pub use op::{BinaryOp, CmpOp, Op, ReduceOp, RopeLayout, UnaryOp};
 pub use plugin::{ModelKind, ModelLoadOptions};
 pub use plugin_config::PluginConfig;
-pub use registry::{Origin, Registry};
+pub use registry::{BackendNeed, Origin, Registry};
 pub use tensor::{AttentionOpts, Conv1dParams, Tensor};
 pub use text::causal_lm::{CausalLm, CausalLmBox};
 pub use text::generation_defaults::SamplingDefaults;

@@ -11,6 +11,7 @@
 //! [[plugin]]
 //! path = "target/release/libinfer_backend_tch.so"   # relative to this file
 //! optional = true                      # a missing file is skipped, not an error
+//! backends = ["tch"]                   # load it only when the tch backend may be used
 //! ```
 
 use std::collections::BTreeMap;
@@ -85,6 +86,11 @@ pub struct PluginLibraryConfig {
     pub path: PathBuf,
     #[serde(default)]
     pub optional: bool,
+    /// The backends the library provides. When given, the library is loaded only when one of
+    /// them may be used (named, through an alias, or in the default order): a candle run then
+    /// never maps libtorch (~110 MB of resident memory and its start-up time).
+    #[serde(default)]
+    pub backends: Vec<String>,
 }
 
 impl PluginConfig {
@@ -99,10 +105,24 @@ impl PluginConfig {
 
     /// The library paths, resolved against the config file's directory.
     pub fn library_paths(&self) -> impl Iterator<Item = (PathBuf, bool)> + '_ {
-        self.plugins.iter().map(|p| {
-            let path = if p.path.is_absolute() { p.path.clone() } else { self.base_dir.join(&p.path) };
-            (path, p.optional)
-        })
+        self.plugins.iter().map(|p| (self.resolve_path(&p.path), p.optional))
+    }
+
+    pub fn resolve_path(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.base_dir.join(path)
+        }
+    }
+
+    /// The backend names `name` may stand for: itself, and the backend of an alias of that name.
+    pub fn backend_names_for(&self, name: &str) -> Vec<String> {
+        let mut out = vec![name.to_string()];
+        if let Some(a) = self.aliases.get(name) {
+            out.push(a.backend().to_string());
+        }
+        out
     }
 
     /// The configuration to use, from the first of: `explicit` (e.g. `--config`),

@@ -35,6 +35,29 @@ impl std::fmt::Display for Origin {
     }
 }
 
+/// Which backend a process will run on, so that plugin libraries declaring other backends need
+/// not be loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendNeed<'a> {
+    /// Any: load every library (listing plugins, or a host that decides later).
+    Any,
+    /// The configured default order.
+    Default,
+    /// A backend name, alias or device kind.
+    Named(&'a str),
+}
+
+impl BackendNeed<'_> {
+    fn wants(&self, config: &PluginConfig, provided: &[String]) -> bool {
+        let provides = |name: &str| config.backend_names_for(name).iter().any(|b| provided.contains(b));
+        match *self {
+            BackendNeed::Any => true,
+            BackendNeed::Named(n) => provides(n),
+            BackendNeed::Default => config.default_backends.iter().any(|n| provides(n)),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct BackendEntry {
     pub plugin: BackendPlugin,
@@ -77,32 +100,68 @@ impl Registry {
         Ok(r)
     }
 
-    /// Built-in plugins plus the libraries `config` lists, with its aliases and defaults.
+    /// Built-in plugins plus every library `config` lists, with its aliases and defaults.
     pub fn from_config(config: PluginConfig) -> Result<Self> {
+        Self::from_config_for(config, BackendNeed::Any)
+    }
+
+    /// Like [`from_config`](Self::from_config), but a library that declares its backends
+    /// (`backends = [...]`) is loaded only if `need` may use one of them.
+    pub fn from_config_for(config: PluginConfig, need: BackendNeed<'_>) -> Result<Self> {
         let mut r = if config.builtin_plugins { Self::builtin()? } else { Self::empty() };
-        for (path, optional) in config.library_paths().collect::<Vec<_>>() {
-            if optional && !path.exists() {
-                tracing::debug!("optional plugin library {} not present", path.display());
-                continue;
+        let mut deferred = Vec::new();
+        for entry in &config.plugins {
+            let path = config.resolve_path(&entry.path);
+            if entry.backends.is_empty() || need.wants(&config, &entry.backends) {
+                r.load_configured(&path, entry.optional)?;
+            } else {
+                deferred.push((path, entry.optional));
             }
-            match r.load_library(&path) {
-                Ok(()) => {}
-                // An optional library that cannot load (say, libtorch is missing) must not take
-                // the rest of infer down with it: skip it, and say why when its backend is asked for.
-                Err(e) if optional => {
-                    tracing::warn!("skipping optional plugin: {e}");
-                    r.skipped.push(e.to_string());
-                }
-                Err(e) => return Err(e),
+        }
+        // Nothing to run on otherwise (no built-in backend, the needed one unknown): load them all.
+        let needed_is_missing = match need {
+            BackendNeed::Named(n) => !config.backend_names_for(n).iter().any(|b| r.has_backend(b)),
+            _ => r.backends.is_empty(),
+        };
+        if needed_is_missing {
+            for (path, optional) in deferred {
+                r.load_configured(&path, optional)?;
             }
         }
         r.config = config;
         Ok(r)
     }
 
+    fn load_configured(&mut self, path: &Path, optional: bool) -> Result<()> {
+        if optional && !path.exists() {
+            tracing::debug!("optional plugin library {} not present", path.display());
+            return Ok(());
+        }
+        match self.load_library(path) {
+            Ok(()) => Ok(()),
+            // An optional library that cannot load (say, libtorch is missing) must not take
+            // the rest of infer down with it: skip it, and say why when its backend is asked for.
+            Err(e) if optional => {
+                tracing::warn!("skipping optional plugin: {e}");
+                self.skipped.push(e.to_string());
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn has_backend(&self, name: &str) -> bool {
+        self.backends.iter().any(|e| e.plugin.name == name || e.plugin.devices.iter().any(|d| d.as_str() == name))
+    }
+
     /// [`Registry::from_config`] with the configuration found by [`PluginConfig::discover`].
     pub fn discover(config_path: Option<&Path>) -> Result<Self> {
         Self::from_config(PluginConfig::discover(config_path)?)
+    }
+
+    /// [`Registry::from_config_for`] with the configuration found by [`PluginConfig::discover`].
+    pub fn discover_for(config_path: Option<&Path>, need: BackendNeed<'_>) -> Result<Self> {
+        Self::from_config_for(PluginConfig::discover(config_path)?, need)
     }
 
     pub fn config(&self) -> &PluginConfig {

@@ -87,6 +87,30 @@ fn device_kind_alias_selects_a_backend() {
     assert_eq!(r.get("cpu").unwrap().name(), "candle");
 }
 
+/// A library that declares its backends is loaded only when one of them may be used: a candle
+/// run does not map libtorch (issue 12: +110 MB resident when it did).
+#[test]
+fn a_library_declaring_its_backends_loads_only_when_they_may_be_used() {
+    use infer_core::{BackendNeed, PluginConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg_path = dir.path().join("plugins.toml");
+    let tch = infer_tests::plugin_library("infer_plugin_tch");
+    std::fs::write(
+        &cfg_path,
+        format!("default_backends = [\"candle\"]\n[aliases]\ngpu = \"tch\"\n[[plugin]]\npath = {tch:?}\nbackends = [\"tch\"]\n"),
+    )
+    .unwrap();
+    let names = |need: BackendNeed<'_>| -> Vec<String> {
+        let r = Registry::from_config_for(PluginConfig::from_file(&cfg_path).unwrap(), need).unwrap();
+        r.backends().iter().map(|b| b.plugin.name.to_string()).collect()
+    };
+    assert!(!names(BackendNeed::Default).contains(&"tch".to_string()));
+    assert!(!names(BackendNeed::Named("candle")).contains(&"tch".to_string()));
+    for need in [BackendNeed::Any, BackendNeed::Named("tch"), BackendNeed::Named("gpu"), BackendNeed::Named("cuda")] {
+        assert!(names(need).contains(&"tch".to_string()), "{need:?}");
+    }
+}
+
 #[test]
 fn config_loaded_libraries_report_their_origin() {
     let cfg = library_config(&["infer_plugin_candle", "infer_plugin_llm"]).unwrap();
