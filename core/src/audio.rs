@@ -51,6 +51,27 @@ pub struct SpeechOptions {
     pub max_frames: usize,
     /// Decode and deliver audio every this many frames while generating (0: once, at the end).
     pub stream_frames: usize,
+    /// Recorded noise to use instead of the random generator, for models that draw noise per
+    /// frame (Voxtral TTS's flow matching): reproduces a reference run that recorded its draws.
+    pub injected_noise: Option<InjectedNoise>,
+}
+
+/// Standard-normal draws recorded elsewhere: row `j` (`width` values) serves the model's `j`-th
+/// draw; running out of rows is an error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InjectedNoise {
+    pub values: Vec<f32>,
+    pub width: usize,
+}
+
+impl InjectedNoise {
+    pub fn rows(&self) -> usize {
+        self.values.len().checked_div(self.width).unwrap_or(0)
+    }
+
+    pub fn row(&self, j: usize) -> Option<&[f32]> {
+        (j < self.rows()).then(|| &self.values[j * self.width..(j + 1) * self.width])
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,6 +95,7 @@ impl Default for SpeechOptions {
             seed: None,
             max_frames: 4096,
             stream_frames: 0,
+            injected_noise: None,
         }
     }
 }

@@ -99,6 +99,7 @@ pub fn run(registry: &Registry, args: SpeakArgs) -> Result<()> {
         seed: args.seed,
         max_frames: args.max_frames,
         stream_frames: if args.stream { args.stream_frames.max(1) } else { 0 },
+        injected_noise: None,
     };
     synthesize_to_file(tts.as_ref(), &args, format, &options)
 }
