@@ -196,7 +196,8 @@ fn bad_input_gives_one_clear_line() {
     assert!(e.contains("unknown voice `nobody`") && e.contains("casual_male, neutral_female"), "{e}");
     let e = speak_err(tts.as_ref(), "  \n ", Voice::Default);
     assert!(e.contains("empty"), "{e}");
-    let reference = Voice::Reference { audio: Audio { samples: vec![0.0; 2400], sample_rate: 24000 }, transcript: None };
+    let reference =
+        Voice::Reference { audio: Audio { samples: vec![0.0; 2400], sample_rate: 24000 }, transcript: None };
     let e = speak_err(tts.as_ref(), "Hello", reference);
     assert!(e.contains("cannot clone"), "{e}");
     let options = SpeechOptions {
