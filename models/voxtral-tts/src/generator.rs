@@ -23,17 +23,17 @@ use crate::config::END_AUDIO;
 /// Where the flow-matching noise comes from.
 pub enum FlowNoise<'a> {
     Injected(&'a InjectedNoise),
-    Random(StdRng),
+    Random(Box<StdRng>),
 }
 
 impl<'a> FlowNoise<'a> {
     pub fn new(options: &'a SpeechOptions) -> Self {
         match &options.injected_noise {
             Some(n) => FlowNoise::Injected(n),
-            None => FlowNoise::Random(match options.seed {
+            None => FlowNoise::Random(Box::new(match options.seed {
                 Some(s) => StdRng::seed_from_u64(s),
                 None => StdRng::from_os_rng(),
-            }),
+            })),
         }
     }
 

@@ -88,7 +88,7 @@ fn read_safetensors(path: &Path) -> Result<VoiceRows> {
     let bad = |m: String| Error::checkpoint(path, m);
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(format!("not a safetensors file ({e})")))?;
     let names = st.names();
-    let name = if names.iter().any(|n| *n == "embedding") {
+    let name = if names.contains(&"embedding") {
         "embedding".to_string()
     } else if names.len() == 1 {
         names[0].to_string()
