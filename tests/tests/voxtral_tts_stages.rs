@@ -109,7 +109,7 @@ fn prompt_backbone_and_acoustic_head_match_mlx_audio_on_every_setup() {
 
                 // Backbone over the whole prompt (the first case's goldens hold every position).
                 let prefill_name = format!("{}.prefill_hidden", case.name);
-                if let Ok(_) = safetensors::SafeTensors::deserialize(&t.bytes).unwrap().tensor(&prefill_name) {
+                if safetensors::SafeTensors::deserialize(&t.bytes).unwrap().tensor(&prefill_name).is_ok() {
                     let (want, _) = t.get(&prefill_name);
                     let x = tts.prompt_embeddings(&ids, &case.voice).unwrap();
                     let h = tts.backbone.forward(&x, &mut tts.backbone.new_cache()).unwrap();
