@@ -51,6 +51,44 @@ pub struct SpeechOptions {
     pub max_frames: usize,
     /// Decode and deliver audio every this many frames while generating (0: once, at the end).
     pub stream_frames: usize,
+    /// Recorded noise to use instead of the random generator, for models that draw noise per
+    /// frame (Voxtral TTS's flow matching): reproduces a reference run that recorded its draws.
+    pub injected_noise: Option<InjectedNoise>,
+}
+
+/// Standard-normal draws recorded elsewhere: row `j` (`width` values) serves the model's `j`-th
+/// draw; running out of rows is an error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InjectedNoise {
+    pub values: Vec<f32>,
+    pub width: usize,
+}
+
+impl InjectedNoise {
+    pub fn rows(&self) -> usize {
+        self.values.len().checked_div(self.width).unwrap_or(0)
+    }
+
+    pub fn row(&self, j: usize) -> Option<&[f32]> {
+        (j < self.rows()).then(|| &self.values[j * self.width..(j + 1) * self.width])
+    }
+
+    /// Reads the f32 tensor `noise` `[draws, width]` of a safetensors file (what a reference run
+    /// recorded, e.g. tools/fixtures/make_voxtral_tts.py's `<case>.noise` saved as `noise`).
+    pub fn from_safetensors(path: &std::path::Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| crate::Error::io(path, e))?;
+        let bad = |m: String| crate::Error::config(path, m);
+        let st =
+            safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(format!("not a safetensors file ({e})")))?;
+        let t = st.tensor("noise").map_err(|_| bad("no tensor `noise` (f32 [draws, width])".into()))?;
+        match (t.dtype(), t.shape()) {
+            (safetensors::Dtype::F32, &[rows, width]) if rows > 0 && width > 0 => Ok(InjectedNoise {
+                values: t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+                width,
+            }),
+            (d, s) => Err(bad(format!("`noise` is {d:?} {s:?}; expected f32 [draws, width]"))),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,6 +112,7 @@ impl Default for SpeechOptions {
             seed: None,
             max_frames: 4096,
             stream_frames: 0,
+            injected_noise: None,
         }
     }
 }

@@ -59,8 +59,12 @@ impl CheckpointInfo {
         let dir =
             if path.is_dir() { path.to_path_buf() } else { path.parent().unwrap_or(Path::new(".")).to_path_buf() };
         let cfg_path = dir.join("config.json");
+        if !cfg_path.exists() && dir.join("params.json").exists() {
+            let model_type = mistral_model_type(&dir.join("params.json"))?;
+            return Ok(CheckpointInfo { path: dir, format: CheckpointFormat::Safetensors, model_type });
+        }
         if !cfg_path.exists() {
-            return Err(Error::config(&cfg_path, "not found (a model directory needs config.json)"));
+            return Err(Error::config(&cfg_path, "not found (a model directory needs config.json, or params.json)"));
         }
         let text = std::fs::read_to_string(&cfg_path).map_err(|e| Error::io(&cfg_path, e))?;
         let v: serde_json::Value =
@@ -76,6 +80,25 @@ impl CheckpointInfo {
         };
         Ok(CheckpointInfo { path: dir, format: CheckpointFormat::Safetensors, model_type })
     }
+}
+
+/// The architecture of a Mistral-format checkpoint (`params.json` + `consolidated.safetensors`),
+/// which names none: told apart by the sections its params.json has.
+fn mistral_model_type(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::config(path, format!("invalid JSON: {e}")))?;
+    if let Some(t) = v.get("model_type").and_then(|t| t.as_str()) {
+        return Ok(t.to_string());
+    }
+    let audio = v.pointer("/multimodal/audio_model_args");
+    if audio.and_then(|a| a.get("acoustic_transformer_args")).is_some() {
+        return Ok("voxtral_tts".into());
+    }
+    Err(Error::config(
+        path,
+        "not a checkpoint infer recognises: no model_type, and no multimodal.audio_model_args.acoustic_transformer_args (Voxtral TTS)",
+    ))
 }
 
 /// `["Qwen3ForCausalLM"]` -> `qwen3`.

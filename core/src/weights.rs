@@ -90,7 +90,19 @@ pub struct Weights {
 impl Weights {
     /// Opens every safetensors file of the checkpoint directory `dir`.
     pub fn from_dir(dir: &Path, backend: &Backend, dtype: DType) -> Result<Self> {
-        let files = safetensors_files(dir)?;
+        Self::from_files(safetensors_files(dir)?, backend, dtype)
+    }
+
+    /// Opens one safetensors file (a checkpoint whose weights have a fixed name, such as Mistral's
+    /// `consolidated.safetensors`).
+    pub fn from_file(path: &Path, backend: &Backend, dtype: DType) -> Result<Self> {
+        if !path.is_file() {
+            return Err(Error::checkpoint(path, "weights file not found"));
+        }
+        Self::from_files(vec![path.to_path_buf()], backend, dtype)
+    }
+
+    fn from_files(files: Vec<PathBuf>, backend: &Backend, dtype: DType) -> Result<Self> {
         let mut store = Store { files: Vec::new(), entries: HashMap::new() };
         for path in files {
             let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
@@ -125,6 +137,12 @@ impl Weights {
             prefix: String::new(),
             name_map: Some(name_map),
         })
+    }
+
+    /// The same weights, with the names blocks ask for mapped to the names in the file (the one
+    /// place a model translates its checkpoint's naming, like mlx's `sanitize`).
+    pub fn with_name_map(self, name_map: NameMap) -> Self {
+        Weights { name_map: Some(name_map), ..self }
     }
 
     /// The same weights under `prefix.` (e.g. `model.layers.3`).

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use infer_core::audio::{CodebookSampling, SpeechOptions, SpeechSynthesizer, Voice};
+use infer_core::audio::{CodebookSampling, InjectedNoise, SpeechOptions, SpeechSynthesizer, Voice};
 use infer_core::audio_io::{create_writer, read_audio, AudioFormat};
 use infer_core::{CancelToken, Registry};
 
@@ -67,6 +67,10 @@ pub struct SpeakArgs {
     /// Most codec frames to generate (12.5 per second of audio).
     #[arg(long, default_value_t = 2048)]
     pub max_frames: usize,
+    /// Flow-matching noise recorded by a reference run (Voxtral TTS): a safetensors file with one
+    /// f32 tensor `noise` [frame decodes, acoustic codebooks], row j for the j-th frame decode.
+    #[arg(long)]
+    pub flow_noise: Option<PathBuf>,
 }
 
 pub fn run(registry: &Registry, args: SpeakArgs) -> Result<()> {
@@ -99,6 +103,7 @@ pub fn run(registry: &Registry, args: SpeakArgs) -> Result<()> {
         seed: args.seed,
         max_frames: args.max_frames,
         stream_frames: if args.stream { args.stream_frames.max(1) } else { 0 },
+        injected_noise: args.flow_noise.as_deref().map(InjectedNoise::from_safetensors).transpose()?,
     };
     synthesize_to_file(tts.as_ref(), &args, format, &options)
 }

@@ -28,7 +28,7 @@ pub struct VoiceArgs {
 /// Loads the speech model named by `--model` (there is no default speech model).
 pub fn load_tts(registry: &Registry, args: &ModelArgs) -> Result<Box<dyn SpeechSynthesizer>> {
     let Some(path) = &args.model else {
-        bail!("--model is required: a Qwen3-TTS checkpoint folder (config.json, model.safetensors, vocab.json, ...)");
+        bail!("--model is required: a Qwen3-TTS checkpoint folder (config.json, model.safetensors, vocab.json, ...) or a Voxtral TTS one (params.json, consolidated.safetensors, tekken.json, voice_embedding/)");
     };
     registry.load_speech_model(path, &args.load_config()?).with_context(|| format!("loading {}", path.display()))
 }

@@ -1,0 +1,109 @@
+//! The backbone: a Mistral decoder (interleaved RoPE, GQA, SwiGLU) over embeddings, which emits one
+//! hidden state per audio frame. Its input is a token embedding (prompt), a voice row (the prompt's
+//! `[AUDIO]` positions) or the sum of the previous frame's codebook embeddings (generation).
+//!
+//! ```text
+//! x -> [x + attn(rms(x)) -> x + swiglu(rms(x))] x n_layers -> rms -> hidden
+//! ```
+//! RoPE pairs (x0, x1), (x2, x3), ... as Mistral's native checkpoints do (mlx-audio:
+//! `rope_traditional=True`); the attention scale is head_dim^-0.5.
+
+use infer_core::{KvCache, Result, RopeLayout, Tensor, Weights};
+use infer_layers::{AttentionConfig, RmsNorm, Rotary, SelfAttention, SwiGlu};
+
+use crate::config::{VoxtralTtsConfig, N_SPECIAL_CODES};
+
+struct Block {
+    attention_norm: RmsNorm,
+    attention: SelfAttention,
+    ffn_norm: RmsNorm,
+    feed_forward: SwiGlu,
+}
+
+pub struct Backbone {
+    tok_embeddings: Tensor,
+    /// One table for all codebooks: the semantic codebook at row 0, acoustic codebook `k` at
+    /// `semantic_size + k * acoustic_size` (each size including the two special codes).
+    audio_embeddings: Tensor,
+    codebook_offsets: Vec<u32>,
+    blocks: Vec<Block>,
+    norm: RmsNorm,
+    rotary: Rotary,
+    pub dim: usize,
+}
+
+impl Backbone {
+    /// `w` is the whole checkpoint (Mistral names, see [`crate::names`]).
+    pub fn load(w: &Weights, cfg: &VoxtralTtsConfig) -> Result<Self> {
+        let (dim, eps) = (cfg.dim, cfg.norm_eps);
+        let blocks = (0..cfg.n_layers)
+            .map(|i| {
+                let l = w.prefixed(format!("layers.{i}"));
+                let attention = AttentionConfig {
+                    hidden: dim,
+                    num_heads: cfg.n_heads,
+                    num_kv_heads: cfg.n_kv_heads,
+                    head_dim: cfg.head_dim,
+                    qkv_bias: false,
+                    qk_norm_eps: None,
+                    qk_norm_offset: 0.0,
+                    scale: 1.0 / (cfg.head_dim as f32).sqrt(),
+                    window: 0,
+                    softcap: 0.0,
+                };
+                Ok(Block {
+                    attention_norm: RmsNorm::load(&l.prefixed("attention_norm"), dim, eps)?,
+                    attention: SelfAttention::load(&l.prefixed("self_attn"), attention)?,
+                    ffn_norm: RmsNorm::load(&l.prefixed("ffn_norm"), dim, eps)?,
+                    feed_forward: SwiGlu::load(&l.prefixed("mlp"), dim, cfg.hidden_dim, false)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let a = cfg.audio();
+        let semantic = a.semantic_codebook_size + N_SPECIAL_CODES;
+        let acoustic = a.acoustic_codebook_size + N_SPECIAL_CODES;
+        let codebook_offsets =
+            std::iter::once(0).chain((0..a.n_acoustic_codebook).map(|k| (semantic + k * acoustic) as u32)).collect();
+        let mm = w.prefixed("mm_audio_embeddings");
+        Ok(Backbone {
+            tok_embeddings: mm.get_shaped("tok_embeddings.weight", &[cfg.vocab_size, dim])?,
+            audio_embeddings: mm
+                .get_shaped("audio_codebook_embeddings.embeddings.weight", &[cfg.audio_embedding_rows(), dim])?,
+            codebook_offsets,
+            blocks,
+            norm: RmsNorm::load(&w.prefixed("norm"), dim, eps)?,
+            rotary: Rotary::new(cfg.head_dim, cfg.rope_theta, RopeLayout::Interleaved, w.dtype()),
+            dim,
+        })
+    }
+
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::uniform(self.blocks.len(), 0)
+    }
+
+    /// Token embeddings of `ids`: (1, n, dim).
+    pub fn embed_tokens(&self, ids: &[u32]) -> Result<Tensor> {
+        Tensor::from_u32(self.tok_embeddings.backend(), ids, &[1, ids.len()])?.embedding(&self.tok_embeddings)
+    }
+
+    /// The next step's input for a generated frame: the sum of its codes' embeddings, each codebook
+    /// at its own offset in the shared table: (1, 1, dim).
+    pub fn embed_frame(&self, codes: &[u32]) -> Result<Tensor> {
+        let ids: Vec<u32> = codes.iter().zip(&self.codebook_offsets).map(|(c, o)| c + o).collect();
+        let rows = Tensor::from_u32(self.audio_embeddings.backend(), &ids, &[1, ids.len()])?
+            .embedding(&self.audio_embeddings)?;
+        rows.sum_keepdim(1)
+    }
+
+    /// `x` (1, t, dim) at the cache's next positions -> final-normed hidden states (1, t, dim).
+    pub fn forward(&self, x: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let angles = self.rotary.angles(x.backend(), cache.offset(), x.dim(1))?;
+        let mut x = x.clone();
+        for (i, b) in self.blocks.iter().enumerate() {
+            let h = b.attention.forward(&b.attention_norm.forward(&x)?, &angles, cache.layer(i)?, None)?;
+            x = x.add(&h)?;
+            x = x.add(&b.feed_forward.forward(&b.ffn_norm.forward(&x)?)?)?;
+        }
+        self.norm.forward(&x)
+    }
+}
