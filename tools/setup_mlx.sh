@@ -114,10 +114,10 @@ mlx_cargo() {
     LIBCLANG_PATH="$sp/clang/native" \
     BINDGEN_EXTRA_CLANG_ARGS="-isystem $(gcc -print-file-name=include)" \
     PATH="$VENV/bin:$PATH" \
-    cargo "$1" --manifest-path "$REPO/backends/mlx/Cargo.toml" \
+    cargo \
         --config "patch.crates-io.mlx-sys.path=\"$CRATES/mlx-sys-$MLX_SYS_VERSION\"" \
         --config "patch.crates-io.mlx-rs.path=\"$CRATES/mlx-rs-$MLX_RS_VERSION\"" \
-        "${@:2}"
+        "$1" --manifest-path "$REPO/backends/mlx/Cargo.toml" "${@:2}"
 }
 
 install_venv

@@ -83,7 +83,13 @@ pub fn layer_norm(x: &MlxTensor, w: &MlxTensor, b: Option<&MlxTensor>, eps: f32)
 /// applied by the model), which MLX's fused `fast::rope` cannot take (it derives the angles
 /// from a base or inverse frequencies and an offset), so the rotation is written out; MLX fuses
 /// the element-wise chain at evaluation. Half-precision inputs rotate in f32 and round once.
-pub fn rope(x: &MlxTensor, cos: &MlxTensor, sin: &MlxTensor, layout: RopeLayout, stream: &Stream) -> OpResult<MlxTensor> {
+pub fn rope(
+    x: &MlxTensor,
+    cos: &MlxTensor,
+    sin: &MlxTensor,
+    layout: RopeLayout,
+    stream: &Stream,
+) -> OpResult<MlxTensor> {
     float_only(x)?;
     let [b, h, t, d] = match *x.dims() {
         [b, h, t, d] => [b as i32, h as i32, t as i32, d as i32],
@@ -195,11 +201,10 @@ pub fn conv_transpose1d(
     let cout = cout_g * groups;
     // (cin, cout/g, k) -> (g, cin/g, cout/g, k) -> (g, cout/g, k, cin/g) -> (cout, k, cin/g)
     let g = groups as i32;
-    let wm = w
-        .a
-        .reshape(&[g, (cin / groups) as i32, cout_g as i32, k as i32])?
-        .transpose_axes(&[0, 2, 3, 1])?
-        .reshape(&[cout as i32, k as i32, (cin / groups) as i32])?;
+    let wm =
+        w.a.reshape(&[g, (cin / groups) as i32, cout_g as i32, k as i32])?
+            .transpose_axes(&[0, 2, 3, 1])?
+            .reshape(&[cout as i32, k as i32, (cin / groups) as i32])?;
     let xm = x.a.transpose_axes(&[0, 2, 1])?;
     let y = ops::conv_transpose1d(
         &xm,
@@ -212,4 +217,3 @@ pub fn conv_transpose1d(
     )?;
     MlxTensor::new(add_bias(y, bias, cout)?)
 }
-

@@ -11,13 +11,15 @@
 //!
 //! Module map: [`tensor`] (the tensor type), [`convert`] (bytes), [`ops`] (dispatch,
 //! element-wise, shapes, reductions), [`fused`] (matmul, norms, RoPE, convolutions),
-//! [`attention`], [`sys`] (devices, the MLX lock, memory).
+//! [`attention`], [`sys`] (devices, the MLX lock, memory), [`profile`] (ops per step, graph
+//! building against evaluation time).
 
 pub mod attention;
 pub mod convert;
 pub mod error;
 pub mod fused;
 pub mod ops;
+pub mod profile;
 pub mod sys;
 pub mod tensor;
 
@@ -25,7 +27,9 @@ mod registration;
 
 use abi_stable::std_types::{RResult, RSlice, RStr, RVec};
 use infer_core::backend::ffi_result;
-use infer_core::{Backend, BackendImpl, DType, DeviceInfo, DeviceKind, Error, FfiError, MemoryStats, Op, Result, TensorObj};
+use infer_core::{
+    Backend, BackendImpl, DType, DeviceInfo, DeviceKind, Error, FfiError, MemoryStats, Op, Result, TensorObj,
+};
 use mlx_rs::Stream;
 
 pub use tensor::MlxTensor;
@@ -90,7 +94,12 @@ impl BackendImpl for MlxBackend {
         tensor::mlx_dtype(dtype).is_some()
     }
 
-    fn from_bytes(&self, bytes: RSlice<'_, u8>, dtype: DType, shape: RSlice<'_, usize>) -> RResult<TensorObj, FfiError> {
+    fn from_bytes(
+        &self,
+        bytes: RSlice<'_, u8>,
+        dtype: DType,
+        shape: RSlice<'_, usize>,
+    ) -> RResult<TensorObj, FfiError> {
         ffi_result("from_bytes", || {
             let _guard = sys::mlx_lock();
             mlx_rs::with_stream(&self.stream, || {
@@ -110,7 +119,7 @@ impl BackendImpl for MlxBackend {
         ffi_result("to_bytes", || {
             let t = tensor::downcast(t, "to_bytes")?;
             let _guard = sys::mlx_lock();
-            mlx_rs::with_stream(&self.stream, || convert::to_bytes(t))
+            profile::evaluation("read-back", || mlx_rs::with_stream(&self.stream, || convert::to_bytes(t)))
                 .map(RVec::from)
                 .map_err(|e| Error::backend(format!("to_bytes {}: {}", t.describe(), e.0)))
         })
@@ -119,7 +128,7 @@ impl BackendImpl for MlxBackend {
     fn exec(&self, op: Op<'_>, inputs: RSlice<'_, &TensorObj>) -> RResult<TensorObj, FfiError> {
         ffi_result(op.name(), || {
             let _guard = sys::mlx_lock();
-            ops::exec(op, inputs.as_slice(), &self.stream, self.kind != DeviceKind::Metal)
+            profile::op(|| ops::exec(op, inputs.as_slice(), &self.stream, self.kind != DeviceKind::Metal))
         })
     }
 
@@ -129,7 +138,7 @@ impl BackendImpl for MlxBackend {
         ffi_result("eval", || {
             let ts = tensors.iter().map(|t| tensor::downcast(t, "eval")).collect::<Result<Vec<_>>>()?;
             let _guard = sys::mlx_lock();
-            mlx_rs::transforms::eval(ts.iter().map(|t| &t.a))
+            profile::evaluation("eval", || mlx_rs::transforms::eval(ts.iter().map(|t| &t.a)))
                 .map_err(|e| Error::backend(format!("eval: {}", error::one_line(e.what()))))
         })
     }

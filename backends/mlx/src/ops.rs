@@ -108,9 +108,13 @@ fn run(op: Op<'_>, ts: &[&MlxTensor], stream: &Stream, cpu: bool) -> OpResult<Ml
         Op::RmsNorm { eps } => fused::rms_norm(x, ts[1], eps),
         Op::LayerNorm { eps } => fused::layer_norm(x, ts[1], opt(2), eps),
         Op::Rope(layout) => fused::rope(x, ts[1], ts[2], layout, stream),
-        Op::Attention { scale, causal, window, softcap } => {
-            attention::attention(x, ts[1], ts[2], opt(3), AttnParams { scale, causal, window, softcap, f32_compute: cpu })
-        }
+        Op::Attention { scale, causal, window, softcap } => attention::attention(
+            x,
+            ts[1],
+            ts[2],
+            opt(3),
+            AttnParams { scale, causal, window, softcap, f32_compute: cpu },
+        ),
         Op::Conv1d { stride, padding, dilation, groups } => {
             fused::conv1d(x, ts[1], opt(2), stride, padding, dilation, groups)
         }
@@ -432,11 +436,7 @@ fn softmax(x: &MlxTensor, log: bool) -> OpResult<MlxTensor> {
         bail!("softmax of a scalar");
     }
     let xf = f32_of(x)?;
-    let y = if log {
-        xf.subtract(xf.logsumexp_axis(-1, true)?)?
-    } else {
-        ops::softmax_axis(&xf, -1, true)?
-    };
+    let y = if log { xf.subtract(xf.logsumexp_axis(-1, true)?)? } else { ops::softmax_axis(&xf, -1, true)? };
     MlxTensor::new(y.as_dtype(x.a.dtype())?)
 }
 
