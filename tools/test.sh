@@ -21,6 +21,11 @@ tools/models/fetch.sh
 LIBTORCH="$(tools/setup_libtorch.sh)"
 export LIBTORCH
 
+# The MLX backend (its own workspace, backends/mlx): the mlx-cpu wheel, cmake and libclang from
+# PyPI, the patched mlx-sys/mlx-rs, and the release plugin library that the MLX setup of every
+# model test loads (docs/backends/mlx.md). Incremental after the first run.
+tools/setup_mlx.sh
+
 cargo fmt --all -- --check
 # The README's first command on a clean target dir with no cmake on PATH, as a new user runs it.
 tools/check_first_run.sh
@@ -28,3 +33,10 @@ tools/check_first_run.sh
 cargo build --workspace --all-targets
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --no-fail-fast
+
+# The MLX workspace's own checks: format, lints and its op tests against candle (release, to
+# share the mlx-c build with the plugin library).
+rustfmt --check --edition 2021 backends/mlx/build.rs backends/mlx/src/lib.rs backends/mlx/library/build.rs \
+    backends/mlx/library/src/lib.rs backends/mlx/tests/*.rs
+tools/setup_mlx.sh cargo clippy --release --all-targets --quiet -- -D warnings
+tools/setup_mlx.sh cargo test --release --no-fail-fast

@@ -288,6 +288,10 @@ fn bad_requests_give_one_line_errors() {
     let dir = fixture("qwen3/gqa");
     let m = dir.to_str().unwrap();
     assert_clean_error(&["run", "-m", m, "-p", "hi", "--backend", "tpu"], &["unknown backend `tpu`", "candle"]);
+    assert_clean_error(
+        &["run", "-m", m, "-p", "hi", "--backend", "metal"],
+        &["Metal needs macOS on Apple silicon", "--backend mlx --device cpu"],
+    );
     assert_clean_error(&["run", "-m", m, "--prompt-tokens", "1,99999"], &["99999", "outside the vocabulary"]);
     assert_clean_error(&["run", "-m", m, "-p", ""], &["empty prompt"]);
     assert_clean_error(&["run", "-m", m, "-p", "hi", "--dtype", "f64"], &["--dtype f64"]);

@@ -213,7 +213,10 @@ impl Registry {
     fn backend_names(&self) -> String {
         let mut names: Vec<String> = self.backends.iter().map(|b| b.plugin.name.to_string()).collect();
         names.extend(self.config.aliases.keys().cloned());
-        names.extend(["cpu", "cuda", "metal"].map(String::from));
+        // Device kinds are names too, but only those an available backend drives.
+        for e in self.backends.iter().filter(|e| (e.plugin.available)()) {
+            names.extend(e.plugin.devices.iter().filter(|d| DEVICE_KINDS.contains(&d.as_str())).map(|d| d.to_string()));
+        }
         names.sort();
         names.dedup();
         let mut s = names.join(", ");
@@ -242,6 +245,9 @@ impl Registry {
             self.backends.iter().find(|e| e.plugin.devices.iter().any(|d| d.as_str() == name) && (e.plugin.available)())
         {
             return Ok((e, Some(name.to_string())));
+        }
+        if DEVICE_KINDS.contains(&name) {
+            return Err(Error::unsupported(no_backend_drives(name)));
         }
         Err(Error::UnknownBackend { name: name.to_string(), known: self.backend_names() })
     }
@@ -368,6 +374,24 @@ fn chat_template_override(
             Ok(Some((ChatTemplate::new(f.source.to_string(), &bos, &eos)?, ChatTemplateOrigin::BuiltIn(f.name))))
         }
         None => Ok(None),
+    }
+}
+
+/// Device kinds users may type as a backend name: each selects the first available backend
+/// that drives it.
+const DEVICE_KINDS: [&str; 4] = ["cpu", "cuda", "metal", "gpu"];
+
+/// One line for a device kind no available backend drives: what it needs and what to use here.
+fn no_backend_drives(kind: &str) -> String {
+    match kind {
+        "metal" | "gpu" => format!(
+            "no backend here drives `{kind}`: Metal needs macOS on Apple silicon (where `--backend metal` is MLX on \
+             the GPU); on this machine use `--backend mlx --device cpu` (after tools/setup_mlx.sh) or `--backend candle`"
+        ),
+        "cuda" => "no backend here drives `cuda`: CUDA needs an NVIDIA GPU and the tch backend with libtorch's CUDA \
+                   libraries (docs/backends/tch.md); on this machine use `--backend candle` or `--backend tch` on the CPU"
+            .to_string(),
+        other => format!("no backend here drives `{other}` (none built in, none loaded by plugins.toml)"),
     }
 }
 

@@ -86,11 +86,30 @@ pub enum Setup {
     /// tch (libtorch, CPU) and every model plugin loaded from their cdylibs through a plugins.toml.
     /// The test binaries never link libtorch: only the tch library does (found by its rpath).
     TchLibrary,
+    /// MLX (its CPU build here, Metal on a Mac) and every model plugin loaded from their cdylibs
+    /// through a plugins.toml. The MLX library is built by tools/setup_mlx.sh (which tools/test.sh
+    /// runs), in release, where plugins.toml finds it: [`mlx_library`].
+    MlxLibrary,
 }
 
 impl Setup {
-    pub fn all() -> [Setup; 3] {
-        [Setup::CandleBuiltIn, Setup::CandleLibrary, Setup::TchLibrary]
+    /// Every setup. The MLX one is left out, with a printed reason, only when
+    /// tools/setup_mlx.sh has not been run (its library is absent). `$INFER_SETUPS` (backend
+    /// names, comma-separated: `candle,tch,mlx`) narrows the list, for a machine that has only
+    /// some backends (the macOS workflow runs `mlx` alone: no libtorch there).
+    pub fn all() -> Vec<Setup> {
+        let mut all = vec![Setup::CandleBuiltIn, Setup::CandleLibrary, Setup::TchLibrary];
+        match mlx_library() {
+            Some(_) => all.push(Setup::MlxLibrary),
+            None => eprintln!(
+                "skipping the MLX setup: {} is missing (run tools/setup_mlx.sh to build it)",
+                mlx_library_path().display()
+            ),
+        }
+        if let Ok(only) = std::env::var("INFER_SETUPS") {
+            all.retain(|s| only.split(',').any(|n| n.trim() == s.backend()));
+        }
+        all
     }
 
     pub fn registry(self) -> Result<Registry> {
@@ -98,6 +117,12 @@ impl Setup {
             Setup::CandleBuiltIn => Registry::builtin(),
             Setup::CandleLibrary => Registry::from_config(library_config(&with_models("infer_plugin_candle"))?),
             Setup::TchLibrary => Registry::from_config(library_config(&with_models("infer_plugin_tch"))?),
+            Setup::MlxLibrary => {
+                let mlx = mlx_library().expect("Setup::all lists MlxLibrary only when its library exists");
+                let mut cfg = library_config(MODEL_LIBRARIES)?;
+                cfg.plugins.push(infer_core::plugin_config::PluginLibraryConfig { path: mlx, optional: false, backends: Vec::new() });
+                Registry::from_config(cfg)
+            }
         }
     }
 
@@ -105,8 +130,25 @@ impl Setup {
         match self {
             Setup::CandleBuiltIn | Setup::CandleLibrary => "candle",
             Setup::TchLibrary => "tch",
+            Setup::MlxLibrary => "mlx",
         }
     }
+}
+
+/// Where tools/setup_mlx.sh puts the MLX plugin library: `<repo>/target/release`, the path
+/// plugins.toml names.
+pub fn mlx_library_path() -> PathBuf {
+    repo_root().join("target/release").join(format!(
+        "{}infer_plugin_mlx{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ))
+}
+
+/// The MLX plugin library, if tools/setup_mlx.sh has built it.
+pub fn mlx_library() -> Option<PathBuf> {
+    let p = mlx_library_path();
+    p.exists().then_some(p)
 }
 
 /// The workspace's model plugin libraries: the library setups load all of them, so each model's

@@ -81,6 +81,25 @@ fn unknown_backend_lists_the_known_ones() {
     assert!(err.contains("unknown backend `tpu`") && err.contains("candle"), "{err}");
 }
 
+/// A device kind no backend drives is one line saying what it needs and what to use instead,
+/// and the list of known names never offers a name it then refuses.
+#[test]
+fn device_kind_without_a_backend_says_what_to_use() {
+    let r = Registry::builtin().unwrap();
+    for kind in ["metal", "gpu"] {
+        let err = r.get(kind).unwrap_err().to_string();
+        assert!(
+            err.contains("Metal needs macOS on Apple silicon") && err.contains("--backend mlx --device cpu"),
+            "{err}"
+        );
+        assert!(!err.contains('\n') && !err.contains("known:"), "{err}");
+    }
+    let err = r.get("cuda").unwrap_err().to_string();
+    assert!(err.contains("CUDA needs an NVIDIA GPU") && !err.contains('\n'), "{err}");
+    let known = r.get("tpu").unwrap_err().to_string();
+    assert!(known.contains("cpu") && !known.contains("metal") && !known.contains("cuda"), "{known}");
+}
+
 #[test]
 fn device_kind_alias_selects_a_backend() {
     let r = Registry::builtin().unwrap();

@@ -12,10 +12,10 @@ pub struct ModelArgs {
     /// Default: Gemma 3 270M Q4_K_M from the model cache (tools/models/fetch.sh puts it there).
     #[arg(long, short)]
     pub model: Option<PathBuf>,
-    /// Backend name or alias: candle, cpu, cuda, metal, or a plugin's name.
+    /// Backend name or alias: candle, tch, mlx, cpu, cuda, metal (MLX on a Mac GPU), or a plugin's name.
     #[arg(long, short)]
     pub backend: Option<String>,
-    /// Device within the backend, e.g. cuda:1.
+    /// Device within the backend, e.g. cuda:1, or cpu / gpu for mlx.
     #[arg(long)]
     pub device: Option<String>,
     /// Compute dtype of float weights: f32, f16 or bf16.
