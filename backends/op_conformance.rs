@@ -51,7 +51,10 @@ fn same(what: &str, tol: f32, f: impl Fn(&Backend) -> Tensor) {
         let (a, b) = (x.to_vec_f32().unwrap(), y.to_vec_f32().unwrap());
         for (i, (g, w)) in a.iter().zip(&b).enumerate() {
             let ok = (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan()) || g == w;
-            assert!(ok, "{what}: element {i}: {UNDER_TEST} {g}, candle {w} (tol {tol})\n {UNDER_TEST} {a:?}\n candle {b:?}");
+            assert!(
+                ok,
+                "{what}: element {i}: {UNDER_TEST} {g}, candle {w} (tol {tol})\n {UNDER_TEST} {a:?}\n candle {b:?}"
+            );
         }
     } else {
         assert_eq!(x.to_bytes().unwrap(), y.to_bytes().unwrap(), "{what}: values");

@@ -37,6 +37,6 @@ cargo test --workspace --no-fail-fast
 # The MLX workspace's own checks: format, lints and its op tests against candle (release, to
 # share the mlx-c build with the plugin library).
 rustfmt --check --edition 2021 backends/mlx/build.rs backends/mlx/src/lib.rs backends/mlx/library/build.rs \
-    backends/mlx/library/src/lib.rs backends/mlx/tests/*.rs
+    backends/mlx/library/src/lib.rs backends/mlx/tests/*.rs backends/op_conformance.rs
 tools/setup_mlx.sh cargo clippy --release --all-targets --quiet -- -D warnings
 tools/setup_mlx.sh cargo test --release --no-fail-fast
