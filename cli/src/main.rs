@@ -17,8 +17,9 @@ use infer_qwen3_tts as _;
 #[derive(Parser)]
 #[command(name = "infer", version, about = "Run LLMs and speech models on pluggable backends")]
 struct Cli {
-    /// Plugin configuration (default: $INFER_CONFIG, else the nearest plugins.toml).
-    #[arg(long, global = true, env = "INFER_CONFIG")]
+    /// Plugin configuration (default: $INFER_CONFIG, else the nearest plugins.toml). Give it
+    /// before the command (`infer --config FILE run ...`): `serve --config` is the server's.
+    #[arg(long, env = "INFER_CONFIG")]
     config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -40,6 +41,8 @@ enum Command {
     Speak(commands::speak::SpeakArgs),
     /// Make or list the named voice presets of a speech model.
     Voice(commands::voice::VoiceArgs),
+    /// Serve models over an OpenAI-compatible HTTP API, with continuous batching.
+    Serve(commands::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
             Command::Info(args) => commands::info::run(&registry, args),
             Command::Speak(args) => commands::speak::run(&registry, args),
             Command::Voice(args) => commands::voice::run(&registry, args),
+            Command::Serve(args) => commands::serve::run(&registry, args),
         }
     })();
     match result {

@@ -40,6 +40,7 @@ pub use tensor::{AttentionOpts, Conv1dParams, Tensor};
 pub use text::causal_lm::{CausalLm, CausalLmBox};
 pub use text::kv_cache::{KvCache, LayerCache};
 pub use text::model::{TextModel, TokenStream};
+pub use text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch};
 pub use text::tokenizer::{HfTokenizer, Tokenizer};
 pub use text::types::{
     BatchResult, CancelToken, ClassifyResult, GenerateConfig, GenerateMetrics, LoadConfig, Message, ModelInfo, Token,

@@ -4,16 +4,19 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use abi_stable::std_types::ROption;
+use abi_stable::std_types::{ROption, RSlice, RSliceMut};
 
 use crate::backend::lift;
 use crate::text::causal_lm::CausalLmBox;
 use crate::text::kv_cache::{self, KvCache};
 use crate::text::model::{TextModel, TokenStream};
 use crate::text::sampling::Sampler;
+use crate::text::sequence_batch::SequenceBatch;
 use crate::text::tokenizer::{StreamDecoder, Tokenizer};
 use crate::text::types::*;
 use crate::{Backend, DType, Error, Result, Tensor};
+
+mod sequences;
 
 /// Additive mask value for padding: large but finite, so fully masked rows stay NaN-free.
 const MASKED: f32 = -1e30;
@@ -89,6 +92,24 @@ impl LlmEngine {
         lift(self.lm()?.forward(&tokens, cache, mask, last_only))
     }
 
+    /// One forward over several sequences packed back to back (`lens[i]` new tokens for
+    /// `caches[i]`): each sequence's last-position logits.
+    fn forward_packed(&self, ids: &[u32], lens: &[usize], caches: &mut [&mut KvCache]) -> Result<Vec<Vec<f32>>> {
+        let tokens = Tensor::from_u32(&self.backend, ids, &[1, ids.len()])?;
+        // The caches move into one slice for the call (the FFI takes a slice) and back after.
+        let mut owned: Vec<KvCache> =
+            caches.iter_mut().map(|c| std::mem::replace(&mut **c, KvCache::new([]))).collect();
+        let result = self.lm().and_then(|lm| {
+            lift(lm.forward_packed(&tokens, RSlice::from_slice(lens), RSliceMut::from_mut_slice(&mut owned)))
+        });
+        for (slot, cache) in caches.iter_mut().zip(owned) {
+            **slot = cache;
+        }
+        let logits = result?;
+        let vocab = logits.dim(-1);
+        Ok(logits.to_vec_f32()?.chunks_exact(vocab).map(<[f32]>::to_vec).collect())
+    }
+
     fn check_prompt(&self, ids: &[u32]) -> Result<()> {
         if ids.is_empty() {
             return Err(Error::invalid("empty prompt: nothing to condition on"));
@@ -150,12 +171,11 @@ impl TextModel for LlmEngine {
     }
 
     fn chat(&self, messages: &[Message], cfg: &GenerateConfig) -> Result<TokenStream<'_>> {
-        let template =
-            self.tokenizer.chat_template().ok_or_else(|| Error::unsupported("this checkpoint has no chat template"))?;
-        let text = template.render(messages, true)?;
-        // The template writes BOS itself where the model wants one.
-        let ids = self.tokenizer.encode(&text, false)?;
-        self.stream(ids, cfg)
+        self.stream(self.chat_ids(messages)?, cfg)
+    }
+
+    fn sequence_batch(&self) -> Result<Box<dyn SequenceBatch + '_>> {
+        Ok(Box::new(sequences::EngineBatch::new(self)))
     }
 
     fn classify(&self, prompts: &[&str], cfg: &GenerateConfig, return_logits: bool) -> Result<Vec<ClassifyResult>> {
