@@ -21,8 +21,9 @@ use infer_voxtral_tts as _;
 struct Cli {
     /// Plugin configuration. Default: $INFER_CONFIG, else plugins.toml in the current directory or
     /// an ancestor, else ~/.config/infer/plugins.toml ($XDG_CONFIG_HOME), else plugins.toml beside
-    /// the executable (`infer plugins` shows which).
-    #[arg(long, global = true, env = "INFER_CONFIG")]
+    /// the executable (`infer plugins` shows which). Give it before the command
+    /// (`infer --config FILE run ...`): `serve --config` is the server's.
+    #[arg(long, env = "INFER_CONFIG")]
     config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -49,6 +50,8 @@ enum Command {
     /// Make or list the named voice presets of a speech model.
     #[command(mut_arg("model", |a| a.help(SPEECH_MODEL_HELP)))]
     Voice(commands::voice::VoiceArgs),
+    /// Serve models over an OpenAI-compatible HTTP API, with continuous batching.
+    Serve(commands::serve::ServeArgs),
 }
 
 impl Command {
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
             Command::Info(args) => commands::info::run(&registry, args),
             Command::Speak(args) => commands::speak::run(&registry, args),
             Command::Voice(args) => commands::voice::run(&registry, args),
+            Command::Serve(args) => commands::serve::run(&registry, args),
         }
     })();
     match result {

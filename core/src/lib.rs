@@ -41,6 +41,7 @@ pub use text::causal_lm::{CausalLm, CausalLmBox};
 pub use text::generation_defaults::SamplingDefaults;
 pub use text::kv_cache::{KvCache, LayerCache};
 pub use text::model::{TextModel, TokenStream};
+pub use text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch};
 pub use text::tokenizer::{HfTokenizer, Tokenizer};
 pub use text::types::{
     BatchResult, CancelToken, ChatTemplateOrigin, ClassifyResult, GenerateConfig, GenerateMetrics, LoadConfig, Message,

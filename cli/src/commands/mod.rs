@@ -3,6 +3,7 @@ pub mod chat;
 pub mod info;
 pub mod plugins;
 pub mod run;
+pub mod serve;
 pub mod shared;
 pub mod speak;
 pub mod voice;

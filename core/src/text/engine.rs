@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use abi_stable::std_types::ROption;
+use abi_stable::std_types::{ROption, RSlice, RSliceMut};
 
 use crate::backend::lift;
 use crate::text::causal_lm::CausalLmBox;
@@ -14,9 +14,12 @@ use crate::text::generation_defaults::SamplingDefaults;
 use crate::text::kv_cache::{self, KvCache};
 use crate::text::model::{TextModel, TokenStream};
 use crate::text::sampling::Sampler;
+use crate::text::sequence_batch::SequenceBatch;
 use crate::text::tokenizer::{StreamDecoder, Tokenizer};
 use crate::text::types::*;
 use crate::{Backend, DType, Error, Result, Tensor};
+
+mod sequences;
 
 /// Additive mask value for padding: large but finite, so fully masked rows stay NaN-free.
 const MASKED: f32 = -1e30;
@@ -113,6 +116,24 @@ impl LlmEngine {
         lift(self.lm()?.forward(&tokens, cache, mask, last_only))
     }
 
+    /// One forward over several sequences packed back to back (`lens[i]` new tokens for
+    /// `caches[i]`): each sequence's last-position logits.
+    fn forward_packed(&self, ids: &[u32], lens: &[usize], caches: &mut [&mut KvCache]) -> Result<Vec<Vec<f32>>> {
+        let tokens = Tensor::from_u32(&self.backend, ids, &[1, ids.len()])?;
+        // The caches move into one slice for the call (the FFI takes a slice) and back after.
+        let mut owned: Vec<KvCache> =
+            caches.iter_mut().map(|c| std::mem::replace(&mut **c, KvCache::new([]))).collect();
+        let result = self.lm().and_then(|lm| {
+            lift(lm.forward_packed(&tokens, RSlice::from_slice(lens), RSliceMut::from_mut_slice(&mut owned)))
+        });
+        for (slot, cache) in caches.iter_mut().zip(owned) {
+            **slot = cache;
+        }
+        let logits = result?;
+        let vocab = logits.dim(-1);
+        Ok(logits.to_vec_f32()?.chunks_exact(vocab).map(<[f32]>::to_vec).collect())
+    }
+
     fn check_prompt(&self, ids: &[u32]) -> Result<()> {
         if ids.is_empty() {
             return Err(Error::invalid("empty prompt: nothing to condition on"));
@@ -174,10 +195,11 @@ impl TextModel for LlmEngine {
     }
 
     fn chat(&self, messages: &[Message], cfg: &GenerateConfig) -> Result<TokenStream<'_>> {
-        let template = self.chat_template.as_ref().or_else(|| self.tokenizer.chat_template()).ok_or_else(|| {
-            Error::unsupported("this checkpoint has no chat template and its architecture no built-in format: give one with --chat-template FILE")
-        })?;
-        self.stream(chat_prompt_ids(self.tokenizer.as_ref(), template, messages)?, cfg)
+        self.stream(self.chat_ids(messages)?, cfg)
+    }
+
+    fn sequence_batch(&self) -> Result<Box<dyn SequenceBatch + '_>> {
+        Ok(Box::new(sequences::EngineBatch::new(self)))
     }
 
     fn classify(&self, prompts: &[&str], cfg: &GenerateConfig, return_logits: bool) -> Result<Vec<ClassifyResult>> {
@@ -263,6 +285,15 @@ impl TextModel for LlmEngine {
 
     fn chat_template_origin(&self) -> ChatTemplateOrigin {
         self.chat_origin.clone()
+    }
+
+    fn chat_ids(&self, messages: &[Message]) -> Result<Vec<u32>> {
+        let template = self.chat_template.as_ref().or_else(|| self.tokenizer.chat_template()).ok_or_else(|| {
+            Error::unsupported(
+                "this checkpoint has no chat template and its architecture no built-in format: give one with --chat-template FILE",
+            )
+        })?;
+        chat_prompt_ids(self.tokenizer.as_ref(), template, messages)
     }
 
     fn close(&mut self) {

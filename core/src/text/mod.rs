@@ -12,6 +12,7 @@ pub mod gguf_tokenizer;
 pub mod kv_cache;
 pub mod model;
 pub mod sampling;
+pub mod sequence_batch;
 pub mod spm;
 pub mod tekken;
 pub mod tokenizer;

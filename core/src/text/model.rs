@@ -1,12 +1,14 @@
 //! `TextModel`: what a host application calls (mirrors go-inference's TextModel).
 
+use crate::text::chat_prompt::chat_prompt_ids;
 use crate::text::generation_defaults::SamplingDefaults;
+use crate::text::sequence_batch::SequenceBatch;
 use crate::text::tokenizer::Tokenizer;
 use crate::text::types::{
     BatchResult, CancelToken, ChatTemplateOrigin, ClassifyResult, GenerateConfig, GenerateMetrics, Message, ModelInfo,
     Token,
 };
-use crate::Result;
+use crate::{Error, Result};
 
 pub trait TextModel: Send + Sync {
     /// Streams the continuation of `prompt` (encoded with the model's BOS convention).
@@ -37,6 +39,21 @@ pub trait TextModel: Send + Sync {
     fn chat_template_origin(&self) -> ChatTemplateOrigin;
     /// Releases weights and caches now rather than at drop.
     fn close(&mut self);
+
+    /// The prompt ids [`TextModel::chat`] generates from: `messages` in the model's chat
+    /// template, ending with the assistant's turn opener; message content read as literal text.
+    fn chat_ids(&self, messages: &[Message]) -> Result<Vec<u32>> {
+        let tokenizer = self.tokenizer();
+        let template =
+            tokenizer.chat_template().ok_or_else(|| Error::unsupported("this checkpoint has no chat template"))?;
+        chat_prompt_ids(tokenizer, template, messages)
+    }
+
+    /// Independent sequences decoded together, one forward per step (continuous batching, for
+    /// servers). Models that cannot batch say so.
+    fn sequence_batch(&self) -> Result<Box<dyn SequenceBatch + '_>> {
+        Err(Error::unsupported(format!("{} cannot batch sequences", self.model_type())))
+    }
 }
 
 /// A stream of generated tokens. Dropping it stops generation; so does its [`CancelToken`],

@@ -1,0 +1,270 @@
+//! `infer serve` end to end: the real binary on a loopback port, driven by the official `openai`
+//! Python client (pinned, installed by tools/serve/setup_openai_venv.sh): chat and completions
+//! (text equal to `infer run` greedy on the same model), streaming with usage, speech in every
+//! format, the models list, API keys, OpenAI-shaped errors, and a SIGTERM drain.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use infer_core::audio_io::read_audio;
+use infer_tests::cli::{stderr, Infer};
+use infer_tests::{fixture, models_dir, repo_root};
+use serde_json::Value;
+
+const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
+const QWEN: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+const KEY: &str = "test-key-123";
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_infer")
+}
+
+fn model_file(name: &str) -> PathBuf {
+    let p = models_dir().join(name);
+    assert!(p.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", p.display());
+    p
+}
+
+/// The python of the pinned `openai` venv (made once per test run).
+fn python() -> &'static str {
+    static PY: OnceLock<String> = OnceLock::new();
+    PY.get_or_init(|| {
+        let o = Command::new(repo_root().join("tools/serve/setup_openai_venv.sh")).output().expect("run setup script");
+        assert!(o.status.success(), "setup_openai_venv.sh failed: {}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    })
+}
+
+/// A running `infer serve`; stopped (SIGTERM) on drop.
+struct Server {
+    child: Child,
+    base: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(exe())
+            .arg("serve")
+            .args(["--port", "0"])
+            .args(args)
+            .env("INFER_CONFIG", repo_root().join("plugins.toml"))
+            .env_remove("INFER_API_KEY")
+            .env_remove("LD_LIBRARY_PATH")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start infer serve");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            while let Some(Ok(line)) = lines.next() {
+                if let Some(addr) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(addr.split_whitespace().next().unwrap_or_default().to_string());
+                }
+                sink.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(addr) => Server { child, base: format!("{addr}/v1"), log },
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the server did not start: {}", log.lock().unwrap());
+            }
+        }
+    }
+
+    fn client(&self, key: &str, case: &str, args: &[&str]) -> Value {
+        let o = Command::new(python())
+            .arg(repo_root().join("cli/tests/serve_client.py"))
+            .args([&self.base, key, case])
+            .args(args)
+            .output()
+            .expect("run the python client");
+        assert!(o.status.success(), "client {case} failed: {}\nserver log:\n{}", stderr(&o), self.log());
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("client {case} printed no JSON: {e}"))
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, then the exit status once it drained.
+    fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+        let start = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(start.elapsed() < Duration::from_secs(120), "the server did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One server for gemma, qwen and the Qwen3-TTS fixture, named `gemma`, `qwen` and `tts`.
+fn config(dir: &Path) -> PathBuf {
+    let path = dir.join("server.toml");
+    let toml = format!(
+        "parallel = 4\n\
+         [[models]]\nname = \"gemma\"\npath = {:?}\n\
+         [[models]]\nname = \"qwen\"\npath = {:?}\n\
+         [[models]]\nname = \"tts\"\npath = {:?}\n",
+        model_file(GEMMA),
+        model_file(QWEN),
+        fixture("qwen3-tts/small"),
+    );
+    std::fs::write(&path, toml).unwrap();
+    path
+}
+
+/// `infer run` greedy text: the reference for the server's answers.
+fn run_text(model: &str, prompt: &str, max_tokens: usize, chat: bool) -> String {
+    let n = max_tokens.to_string();
+    let path = model_file(model);
+    let mut args = vec!["run", "--model", path.to_str().unwrap(), "-p", prompt, "--max-tokens", &n, "--json"];
+    if chat {
+        args.push("--chat");
+    }
+    let o = Infer::new(exe()).run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["text"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn openai_client_chat_completions_speech_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+    let log = server.log();
+    for name in ["gemma", "qwen", "tts"] {
+        assert!(log.contains(&format!("loaded {name}: ")), "no progress line for {name}: {log}");
+    }
+
+    let models = server.client("none", "models", &[]);
+    assert_eq!(models["ids"], serde_json::json!(["gemma", "qwen", "tts"]));
+
+    let prompt = "Write a C function that adds two integers.";
+    let expected = run_text(QWEN, prompt, 24, true);
+    let chat = server.client("none", "chat", &["qwen", prompt, "24"]);
+    assert_eq!(chat["text"], expected, "{chat}");
+    assert_eq!(chat["role"], "assistant");
+    assert_eq!(chat["object"], "chat.completion");
+    assert_eq!(chat["usage"]["completion_tokens"], 24);
+    assert_eq!(chat["finish_reason"], "length");
+    let streamed = server.client("none", "chat-stream", &["qwen", prompt, "24"]);
+    assert_eq!(streamed["text"], expected, "{streamed}");
+    assert_eq!(streamed["roles"], serde_json::json!(["assistant"]));
+    assert_eq!(streamed["usage"], chat["usage"], "include_usage: {streamed}");
+    assert_eq!(streamed["finish_reason"], "length");
+
+    let prompt = "The three primary colors are";
+    let expected = run_text(GEMMA, prompt, 20, false);
+    for mode in ["whole", "stream"] {
+        let c = server.client("none", "completion", &["gemma", prompt, "20", mode]);
+        assert_eq!(c["text"], expected, "{mode}: {c}");
+    }
+
+    let speech = server.client("none", "speech", &["tts", dir.path().to_str().unwrap()]);
+    let wav = read_audio(dir.path().join("speech.wav")).unwrap().audio;
+    assert_eq!(wav.sample_rate, 24000);
+    assert!(!wav.samples.is_empty() && wav.samples.len() <= 12 * 1920, "{} samples", wav.samples.len());
+    let pcm = std::fs::metadata(dir.path().join("speech.pcm")).unwrap().len() as usize;
+    assert_eq!(pcm, wav.samples.len() * 2, "pcm is the wav's samples as s16le");
+    for ext in ["flac", "mp3", "opus"] {
+        let audio = read_audio(dir.path().join(format!("speech.{ext}"))).unwrap().audio;
+        // Lossy codecs pad to their frame sizes.
+        assert!((audio.duration_secs() - wav.duration_secs()).abs() < 0.08, "{ext}: {} s", audio.duration_secs());
+    }
+    let streamed = read_audio(dir.path().join("streamed.wav")).unwrap().audio;
+    assert_eq!(streamed.samples, wav.samples, "streamed wav equals the whole one: {speech}");
+
+    let errors = server.client("none", "errors", &["qwen", "tts"]);
+    let expect = |case: &str, status: u64, param: Option<&str>| {
+        let e = &errors[case];
+        assert_eq!(e["status"], status, "{case}: {e}");
+        if let Some(p) = param {
+            assert_eq!(e["param"], p, "{case}: {e}");
+        }
+        assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{case}: {e}");
+    };
+    expect("unknown_model", 404, Some("model"));
+    expect("penalty", 400, Some("presence_penalty"));
+    expect("temperature", 400, Some("temperature"));
+    expect("wrong_kind", 400, Some("model"));
+    expect("aac", 400, Some("response_format"));
+    expect("voice", 400, Some("voice"));
+    expect("chat_on_tts", 400, Some("model"));
+    expect("transcription", 501, None);
+    expect("too_long", 400, None);
+    assert!(!server.log().contains("panicked"), "{}", server.log());
+}
+
+#[test]
+fn api_key_is_required_when_set() {
+    let model = model_file(GEMMA);
+    let server = Server::start(&["--model", model.to_str().unwrap(), "--api-key", KEY]);
+    let auth = server.client(KEY, "auth", &[]);
+    assert_eq!(auth["wrong"]["status"], 401, "{auth}");
+    assert_eq!(auth["right"], serde_json::json!(["gemma-3-270m-q4_k_m"]));
+}
+
+/// GET of a loopback URL with plain std (the metrics page).
+fn http_get(base: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://").trim_end_matches("/v1");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The value of a metric line that starts with `prefix`.
+fn metric(page: &str, prefix: &str) -> f64 {
+    page.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()).map_or(0.0, |v| v.parse().unwrap())
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests() {
+    let model = model_file(GEMMA);
+    let mut server = Server::start(&["--model", model.to_str().unwrap()]);
+    let prompt = "A short story about a lighthouse keeper:";
+    let client = Command::new(python())
+        .arg(repo_root().join("cli/tests/serve_client.py"))
+        .args([&server.base, "none", "completion", "gemma-3-270m-q4_k_m", prompt, "48", "stream"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while metric(&http_get(&server.base, "/metrics"), "infer_active_slots{") < 1.0 {
+        assert!(start.elapsed() < Duration::from_secs(60), "the request never started: {}", server.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = server.terminate();
+    let o = client.wait_with_output().unwrap();
+    assert!(o.status.success(), "client: {}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["finish_reason"], "length", "the in-flight stream was completed: {v}");
+    assert_eq!(v["text"], run_text(GEMMA, prompt, 48, false));
+    assert!(status.success(), "exit status {status}: {}", server.log());
+    assert!(server.log().contains("shutting down"), "{}", server.log());
+}

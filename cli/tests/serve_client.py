@@ -1,0 +1,165 @@
+"""Drives `infer serve` with the official `openai` client (cli/tests/serve.rs runs it).
+
+    python serve_client.py BASE_URL API_KEY CASE [ARGS...]
+
+Prints one JSON object with what the case observed; the Rust test compares it.
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+import openai
+
+
+def client(base, key):
+    return openai.OpenAI(base_url=base, api_key=key, max_retries=0, timeout=300)
+
+
+def case_models(c):
+    return {"ids": [m.id for m in c.models.list().data]}
+
+
+def case_chat(c, model, prompt, max_tokens):
+    r = c.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": prompt}],
+        temperature=0,
+        max_tokens=int(max_tokens),
+    )
+    return {
+        "text": r.choices[0].message.content,
+        "role": r.choices[0].message.role,
+        "finish_reason": r.choices[0].finish_reason,
+        "usage": r.usage.model_dump(),
+        "object": r.object,
+    }
+
+
+def case_chat_stream(c, model, prompt, max_tokens):
+    stream = c.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": prompt}],
+        temperature=0,
+        max_completion_tokens=int(max_tokens),
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text, chunks, finish, usage, roles = "", 0, None, None, []
+    for chunk in stream:
+        chunks += 1
+        if chunk.usage is not None:
+            usage = chunk.usage.model_dump()
+        for ch in chunk.choices:
+            if ch.delta.role:
+                roles.append(ch.delta.role)
+            text += ch.delta.content or ""
+            finish = ch.finish_reason or finish
+    return {"text": text, "chunks": chunks, "finish_reason": finish, "usage": usage, "roles": roles}
+
+
+def case_completion(c, model, prompt, max_tokens, stream):
+    kw = dict(model=model, prompt=prompt, temperature=0, max_tokens=int(max_tokens), seed=1)
+    if stream == "stream":
+        text, finish = "", None
+        for chunk in c.completions.create(stream=True, **kw):
+            text += chunk.choices[0].text
+            finish = chunk.choices[0].finish_reason or finish
+        return {"text": text, "finish_reason": finish}
+    r = c.completions.create(**kw)
+    return {"text": r.choices[0].text, "finish_reason": r.choices[0].finish_reason, "usage": r.usage.model_dump()}
+
+
+def case_speech(c, model, out_dir):
+    sizes = {}
+    for fmt in ["wav", "pcm", "flac", "mp3", "opus"]:
+        r = c.audio.speech.create(model=model, input="Hello from the server.", voice="default",
+                                  response_format=fmt, extra_body={"temperature": 0, "max_frames": 12})
+        path = f"{out_dir}/speech.{fmt}"
+        r.write_to_file(path)
+        sizes[fmt] = len(r.content)
+    with c.audio.speech.with_streaming_response.create(
+        model=model, input="Hello from the server.", voice="default", response_format="wav",
+        extra_body={"temperature": 0, "max_frames": 12, "stream_format": "audio"},
+    ) as r:
+        parts = [p for p in r.iter_bytes() if p]
+    with open(f"{out_dir}/streamed.wav", "wb") as f:
+        f.write(b"".join(parts))
+    return {"sizes": sizes, "streamed_parts": len(parts)}
+
+
+def error_of(fn):
+    try:
+        fn()
+    except openai.APIStatusError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        return {"status": e.status_code, "class": type(e).__name__, "param": body.get("param"),
+                "message": body.get("message"), "retry_after": e.response.headers.get("retry-after")}
+    return {"status": 200}
+
+
+def case_errors(c, model, tts):
+    msg = [{"role": "user", "content": "hi"}]
+    return {
+        "unknown_model": error_of(lambda: c.chat.completions.create(model="no-such-model", messages=msg)),
+        "penalty": error_of(lambda: c.chat.completions.create(model=model, messages=msg, presence_penalty=0.5)),
+        "temperature": error_of(lambda: c.chat.completions.create(model=model, messages=msg, temperature=5)),
+        "wrong_kind": error_of(lambda: c.audio.speech.create(model=model, input="x", voice="default")),
+        "aac": error_of(lambda: c.audio.speech.create(model=tts, input="x", voice="default", response_format="aac")),
+        "voice": error_of(lambda: c.audio.speech.create(model=tts, input="x", voice="alloy")),
+        "chat_on_tts": error_of(lambda: c.chat.completions.create(model=tts, messages=msg)),
+        "transcription": error_of(lambda: c.audio.transcriptions.create(model=tts, file=("a.wav", b"RIFF"))),
+        "too_long": error_of(lambda: c.completions.create(model=model, prompt=[1] * 40000, max_tokens=1)),
+    }
+
+
+def case_auth(base, key):
+    return {
+        "wrong": error_of(lambda: client(base, "wrong-key").models.list()),
+        "right": [m.id for m in client(base, key).models.list().data],
+    }
+
+
+async def case_load(base, key, model, n, max_tokens):
+    """`n` concurrent streaming chats; every fourth is dropped after a few chunks."""
+    c = openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0, timeout=600)
+    prompts = [f"Count from {i} to {i + 20}, one number per line." for i in range(int(n))]
+
+    async def one(i):
+        stream = await c.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": prompts[i]}], temperature=0,
+            max_tokens=int(max_tokens), stream=True)
+        text, chunks, finish = "", 0, None
+        async for chunk in stream:
+            chunks += 1
+            for ch in chunk.choices:
+                text += ch.delta.content or ""
+                finish = ch.finish_reason or finish
+            if i % 4 == 3 and chunks >= 3:
+                await stream.close()
+                return {"prompt": prompts[i], "cancelled": True, "text": text}
+        return {"prompt": prompts[i], "cancelled": False, "text": text, "finish_reason": finish}
+
+    start = time.time()
+    results = await asyncio.gather(*(one(i) for i in range(int(n))), return_exceptions=True)
+    out = []
+    for r in results:
+        out.append({"error": repr(r)} if isinstance(r, BaseException) else r)
+    return {"results": out, "seconds": time.time() - start}
+
+
+def main():
+    base, key, case, *args = sys.argv[1:]
+    c = client(base, key)
+    if case == "auth":
+        result = case_auth(base, key)
+    elif case == "load":
+        result = asyncio.run(case_load(base, key, *args))
+    else:
+        result = globals()[f"case_{case.replace('-', '_')}"](c, *args)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+//! infer-server: `infer serve`, an OpenAI-compatible HTTP server (axum/tokio) over the infer
+//! registry. Text models are served by a continuous-batching scheduler ([`batching`]); speech
+//! synthesizers by a bounded pool of blocking tasks.
+
+pub mod batching;
+pub mod config;
+pub mod error;
+mod extract;
+mod ids;
+mod load;
+pub mod metrics;
+pub mod openai;
+mod routes;
+pub mod state;
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use infer_core::Registry;
+
+pub use config::{ModelSpec, ServerConfig};
+
+/// Loads the models of `config`, serves them until SIGINT or SIGTERM, then drains in-flight
+/// requests and returns.
+pub fn serve(registry: &Registry, config: ServerConfig) -> Result<()> {
+    config.validate()?;
+    let metrics = Arc::new(metrics::Metrics::default());
+    let (models, threads) = load::load_models(registry, &config, &metrics)?;
+    let state = Arc::new(state::AppState {
+        models: models.into_iter().collect(),
+        config: config.clone(),
+        metrics,
+        created: ids::unix_now(),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
+    runtime.block_on(async move {
+        let addr = format!("{}:{}", config.host, config.port);
+        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("binding {addr}"))?;
+        let local = listener.local_addr()?;
+        let auth = if config.api_key.is_some() { " (API key required)" } else { "" };
+        eprintln!("listening on http://{local}{auth}");
+        axum::serve(listener, routes::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+        anyhow::Ok(())
+    })?;
+    // The router (and every scheduler handle with it) is gone: schedulers finish and exit.
+    drop(runtime);
+    for t in threads {
+        let _ = t.join();
+    }
+    eprintln!("stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM; axum then stops accepting and waits for open requests.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("shutting down: finishing in-flight requests");
+}

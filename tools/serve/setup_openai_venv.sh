@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates (idempotently) the venv holding the official `openai` Python client 3.51.0, which the
+# server's integration tests (server/tests/openai_client.rs) drive `infer serve` with. Prints the
+# venv's python.
+#
+#   tools/serve/setup_openai_venv.sh   # -> ${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}/openai
+set -euo pipefail
+
+VERSION=3.51.0
+PYTHON="${PYTHON:-python3}"
+VENV="${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}/openai"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('openai') != '$VERSION')" 2>/dev/null; then
+    mkdir -p "$(dirname "$VENV")"
+    [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet "openai==$VERSION" >&2
+fi
+echo "$VENV/bin/python"
