@@ -65,6 +65,10 @@ impl Command {
             Command::Info(a) => &a.model,
             Command::Speak(a) => &a.model,
             Command::Voice(a) => &a.model,
+            // One --model: its --backend; a server.toml may name any backend.
+            Command::Serve(a) if a.config.is_none() => {
+                return a.backend.as_deref().map_or(BackendNeed::Default, BackendNeed::Named)
+            }
             #[allow(unreachable_patterns)] // commands without a model list or pick plugins themselves
             _ => return BackendNeed::Any,
         };

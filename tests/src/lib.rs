@@ -120,7 +120,11 @@ impl Setup {
             Setup::MlxLibrary => {
                 let mlx = mlx_library().expect("Setup::all lists MlxLibrary only when its library exists");
                 let mut cfg = library_config(MODEL_LIBRARIES)?;
-                cfg.plugins.push(infer_core::plugin_config::PluginLibraryConfig { path: mlx, optional: false, backends: Vec::new() });
+                cfg.plugins.push(infer_core::plugin_config::PluginLibraryConfig {
+                    path: mlx,
+                    optional: false,
+                    backends: Vec::new(),
+                });
                 Registry::from_config(cfg)
             }
         }
