@@ -127,6 +127,12 @@ impl Weights {
         })
     }
 
+    /// The same weights with the names a model asks for mapped by `map` (after the prefix), for
+    /// checkpoints that store the same tensors under other names (Mistral-native layouts).
+    pub fn with_name_map(self, map: NameMap) -> Self {
+        Weights { name_map: Some(map), ..self }
+    }
+
     /// The same weights under `prefix.` (e.g. `model.layers.3`).
     pub fn prefixed(&self, prefix: impl std::fmt::Display) -> Self {
         let prefix = if self.prefix.is_empty() { prefix.to_string() } else { format!("{}.{prefix}", self.prefix) };

@@ -188,7 +188,9 @@ impl Tekken {
         self.bpe.encode_ordinary(text).into_iter().map(|r| r + offset).collect()
     }
 
-    fn regular_bytes(&self, id: u32) -> Option<&[u8]> {
+    /// The bytes of a regular token (`None` for special and out-of-range ids), for decoders that
+    /// emit text as it is decided and must not split a UTF-8 character.
+    pub fn regular_bytes(&self, id: u32) -> Option<&[u8]> {
         let rank = (id as usize).checked_sub(self.specials.len())?;
         self.token_bytes.get(rank).map(Vec::as_slice)
     }
@@ -257,7 +259,9 @@ impl Tokenizer for Tekken {
             match self.specials.get(id as usize) {
                 Some(name) if !skip_special => out.push_str(name),
                 Some(_) => {}
-                None => return Err(Error::Tokenizer(format!("id {id} is outside the vocabulary ({})", self.vocab_size()))),
+                None => {
+                    return Err(Error::Tokenizer(format!("id {id} is outside the vocabulary ({})", self.vocab_size())))
+                }
             }
         }
         out.push_str(&String::from_utf8_lossy(&run));
@@ -269,8 +273,7 @@ impl Tokenizer for Tekken {
     }
 
     fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.special_id(token)
-            .or_else(|| self.ranks.get(token.as_bytes()).map(|r| r + self.specials.len() as u32))
+        self.special_id(token).or_else(|| self.ranks.get(token.as_bytes()).map(|r| r + self.specials.len() as u32))
     }
 
     fn id_to_token(&self, id: u32) -> Option<String> {
