@@ -173,19 +173,72 @@ pub trait SpeechSynthesizer: Send + Sync {
     }
 }
 
-/// An incremental transcription: feed audio as it arrives, read text as it is decided.
+/// How to transcribe. Every field has a default the model chooses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecognitionOptions {
+    /// Language name or code; `None` lets the model decide.
+    pub language: Option<String>,
+    /// How far the text may lag the audio, in ms, for models that trade latency for accuracy
+    /// (Voxtral Realtime); `None` uses the checkpoint's default.
+    pub delay_ms: Option<u32>,
+    /// Bound on generated tokens (0: the model's own bound).
+    pub max_tokens: usize,
+}
+
+/// Text decided since the previous delta, and every token id generated for it (control tokens
+/// included).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TranscriptDelta {
+    pub text: String,
+    pub tokens: Vec<u32>,
+}
+
+/// Measurements of one transcription (offline or a whole session).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecognitionMetrics {
+    /// Audio consumed, in seconds.
+    pub audio_seconds: f64,
+    /// Wall time spent inside the recognizer.
+    pub wall_seconds: f64,
+    /// wall / audio: below 1 is faster than real time.
+    pub real_time_factor: f64,
+    /// Tokens the decoder generated.
+    pub tokens: usize,
+    /// Wall time in the audio encoder and in the decoder.
+    pub encoder_seconds: f64,
+    pub decoder_seconds: f64,
+    /// Longest single `push_audio` call (streaming latency per chunk), 0 offline.
+    pub max_chunk_seconds: f64,
+    pub peak_memory_bytes: u64,
+}
+
+/// A finished transcription.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Transcript {
+    pub text: String,
+    /// Every id the decoder generated, control tokens included.
+    pub tokens: Vec<u32>,
+    pub metrics: RecognitionMetrics,
+}
+
+/// An incremental transcription: feed audio as it arrives, read text as it is decided. Sessions
+/// own what they need, so they can outlive the borrow of the recognizer and move across threads.
 pub trait RecognitionSession: Send {
-    /// Adds samples (at the recognizer's sample rate) and returns newly decided text.
-    fn push_audio(&mut self, samples: &[f32]) -> Result<String>;
-    /// Flushes the remaining audio and returns the last text.
-    fn finish(&mut self) -> Result<String>;
+    /// Adds samples (mono, at the recognizer's sample rate) and returns the newly decided text.
+    fn push_audio(&mut self, samples: &[f32]) -> Result<TranscriptDelta>;
+    /// Marks the end of the audio and returns the rest of the text.
+    fn finish(&mut self) -> Result<TranscriptDelta>;
+    /// Measurements so far.
+    fn metrics(&self) -> RecognitionMetrics;
 }
 
 /// Speech to text, offline and streaming.
 pub trait SpeechRecognizer: Send + Sync {
+    /// The rate `push_audio` expects; [`SpeechRecognizer::transcribe`] resamples any other.
     fn sample_rate(&self) -> u32;
-    fn transcribe(&self, audio: &Audio, language: Option<&str>) -> Result<String>;
-    fn start_session(&self, language: Option<&str>) -> Result<Box<dyn RecognitionSession + '_>>;
+    /// Transcribes a whole recording (mono, any sample rate).
+    fn transcribe(&self, audio: &Audio, options: &RecognitionOptions) -> Result<Transcript>;
+    fn start_session(&self, options: &RecognitionOptions) -> Result<Box<dyn RecognitionSession>>;
 }
 
 /// A neural audio codec: discrete codes <-> waveform.

@@ -10,6 +10,8 @@ pub enum CheckpointFormat {
     Safetensors,
     /// A single GGUF file.
     Gguf,
+    /// Mistral's own layout: params.json + consolidated.safetensors + tekken.json.
+    Mistral,
 }
 
 #[derive(Debug, Clone)]
@@ -28,6 +30,9 @@ impl CheckpointInfo {
                 crate::text::gguf_tokenizer::tokenizer_from_gguf(&crate::gguf::GgufFile::open(&self.path)?)
             }
             CheckpointFormat::Safetensors => Ok(Box::new(crate::HfTokenizer::from_dir(&self.path)?)),
+            CheckpointFormat::Mistral => {
+                Ok(Box::new(crate::text::tekken::Tekken::from_file(&self.path.join("tekken.json"))?))
+            }
         }
     }
 
@@ -39,6 +44,7 @@ impl CheckpointInfo {
             CheckpointFormat::Safetensors => {
                 SamplingDefaults::from_generation_config(&self.path.join("generation_config.json"))
             }
+            CheckpointFormat::Mistral => Ok(SamplingDefaults::BUILT_IN),
         }
     }
 }
@@ -59,9 +65,10 @@ impl CheckpointInfo {
         let dir =
             if path.is_dir() { path.to_path_buf() } else { path.parent().unwrap_or(Path::new(".")).to_path_buf() };
         let cfg_path = dir.join("config.json");
-        if !cfg_path.exists() && dir.join("params.json").exists() {
-            let model_type = mistral_model_type(&dir.join("params.json"))?;
-            return Ok(CheckpointInfo { path: dir, format: CheckpointFormat::Safetensors, model_type });
+        let params = dir.join("params.json");
+        if !cfg_path.exists() && params.exists() {
+            let model_type = mistral_model_type(&params)?;
+            return Ok(CheckpointInfo { path: dir, format: CheckpointFormat::Mistral, model_type });
         }
         if !cfg_path.exists() {
             return Err(Error::config(&cfg_path, "not found (a model directory needs config.json, or params.json)"));
@@ -82,8 +89,8 @@ impl CheckpointInfo {
     }
 }
 
-/// The architecture of a Mistral-format checkpoint (`params.json` + `consolidated.safetensors`),
-/// which names none: told apart by the sections its params.json has.
+/// The architecture a Mistral-native params.json describes (it names none): an explicit
+/// `model_type`, else recognised by its sections.
 fn mistral_model_type(path: &Path) -> Result<String> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let v: serde_json::Value =
@@ -91,14 +98,16 @@ fn mistral_model_type(path: &Path) -> Result<String> {
     if let Some(t) = v.get("model_type").and_then(|t| t.as_str()) {
         return Ok(t.to_string());
     }
+    // Voxtral Realtime: a Whisper-style audio encoder and a time-conditioned (ada) decoder.
+    if v.pointer("/multimodal/whisper_model_args").is_some() && v.get("ada_rms_norm_t_cond").is_some() {
+        return Ok("voxtral_realtime".into());
+    }
+    // Voxtral TTS: a backbone with a flow-matching acoustic transformer.
     let audio = v.pointer("/multimodal/audio_model_args");
     if audio.and_then(|a| a.get("acoustic_transformer_args")).is_some() {
         return Ok("voxtral_tts".into());
     }
-    Err(Error::config(
-        path,
-        "not a checkpoint infer recognises: no model_type, and no multimodal.audio_model_args.acoustic_transformer_args (Voxtral TTS)",
-    ))
+    Err(Error::config(path, "cannot tell which model this params.json describes (no model_type, no known sections)"))
 }
 
 /// `["Qwen3ForCausalLM"]` -> `qwen3`.

@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::audio::SpeechSynthesizer;
+use crate::audio::{SpeechRecognizer, SpeechSynthesizer};
 use crate::backend::lift;
 use crate::checkpoint_info::CheckpointInfo;
 use crate::plugin::{self, library, BackendPlugin, ModelKind, ModelLoadOptions, ModelPlugin};
 use crate::plugin_config::PluginConfig;
+use crate::recognizer_ffi::HostRecognizer;
 use crate::speech_ffi::HostSpeech;
 use crate::text::chat_formats;
 use crate::text::chat_template::ChatTemplate;
@@ -392,6 +393,20 @@ fn no_backend_drives(kind: &str) -> String {
                    libraries (docs/backends/tch.md); on this machine use `--backend candle` or `--backend tch` on the CPU"
             .to_string(),
         other => format!("no backend here drives `{other}` (none built in, none loaded by plugins.toml)"),
+    }
+}
+
+impl Registry {
+    /// Loads a speech recognizer (Voxtral Realtime, ...): the plugin from the checkpoint's
+    /// `model_type` (config.json or a Mistral params.json), the backend from `cfg`.
+    pub fn load_recognizer(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn SpeechRecognizer>> {
+        let ckpt = CheckpointInfo::inspect(path)?;
+        let entry = self.model_plugin(ModelKind::SpeechRecognition, &ckpt.model_type)?;
+        let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
+        let options = ModelLoadOptions { dtype: cfg.dtype.unwrap_or(DType::F32), context_len: cfg.context_len };
+        let path_str = ckpt.path.to_string_lossy();
+        let model = lift((entry.plugin.load_recognizer)(path_str.as_ref().into(), &backend, &options))?;
+        Ok(Box::new(HostRecognizer(model)))
     }
 }
 

@@ -13,6 +13,7 @@ use infer_backend_candle as _;
 use infer_llm as _;
 use infer_qwen3_tts as _;
 use infer_voxtral_tts as _;
+use infer_voxtral_realtime as _;
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
@@ -157,7 +158,8 @@ pub fn mlx_library() -> Option<PathBuf> {
 
 /// The workspace's model plugin libraries: the library setups load all of them, so each model's
 /// tests run with its plugin loaded by configuration and built-ins off.
-pub const MODEL_LIBRARIES: &[&str] = &["infer_plugin_llm", "infer_plugin_qwen3_tts", "infer_plugin_voxtral_tts"];
+pub const MODEL_LIBRARIES: &[&str] =
+    &["infer_plugin_llm", "infer_plugin_qwen3_tts", "infer_plugin_voxtral_tts", "infer_plugin_voxtral_realtime"];
 
 /// A backend library plus every model library.
 fn with_models(backend_library: &str) -> Vec<&str> {

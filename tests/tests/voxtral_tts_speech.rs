@@ -229,7 +229,7 @@ fn bad_input_gives_one_clear_line() {
     v["multimodal"]["audio_model_args"].as_object_mut().unwrap().remove("acoustic_transformer_args");
     std::fs::write(dir.join("params.json"), v.to_string()).unwrap();
     let e = load_err(&dir);
-    assert!(e.contains("params.json") && e.contains("not a checkpoint infer recognises"), "{e}");
+    assert!(e.contains("params.json") && e.contains("cannot tell which model"), "{e}");
     std::fs::write(dir.join("params.json"), params.replace("\"3,4,4,4\"", "\"3,4,four,4\"")).unwrap();
     let e = load_err(&dir);
     assert!(e.contains("params.json") && e.contains("decoder_convs_kernels_str") && e.contains("3,4,four,4"), "{e}");

@@ -3,7 +3,8 @@
 //! from a shared library. Both arrive in the [`crate::Registry`] as the same descriptor.
 //!
 //! Write plugins with [`register_backend!`](crate::register_backend) and
-//! [`register_text_model!`](crate::register_text_model); a plugin library adds
+//! [`register_text_model!`](crate::register_text_model) (and `register_speech_model!`,
+//! `register_recognizer_model!`); a plugin library adds
 //! [`export_plugin_library!`](crate::export_plugin_library) once.
 
 pub mod library;
@@ -16,6 +17,7 @@ use abi_stable::{
 };
 
 use crate::backend::BackendObj;
+use crate::recognizer_ffi::RecognizerModelBox;
 use crate::speech_ffi::SpeechModelBox;
 use crate::text::causal_lm::CausalLmBox;
 use crate::{Backend, DType, Error, FfiError};
@@ -73,6 +75,12 @@ pub struct ModelPlugin {
         backend: &Backend,
         options: &ModelLoadOptions,
     ) -> RResult<SpeechModelBox, FfiError>,
+    /// Loads a speech recognizer (kind `SpeechRecognition`).
+    pub load_recognizer: extern "C" fn(
+        path: RStr<'_>,
+        backend: &Backend,
+        options: &ModelLoadOptions,
+    ) -> RResult<RecognizerModelBox, FfiError>,
 }
 
 /// The `load_text` of plugins that are not text models.
@@ -87,6 +95,15 @@ pub extern "C" fn no_speech_model(
     _: &ModelLoadOptions,
 ) -> RResult<SpeechModelBox, FfiError> {
     RResult::RErr(Error::unsupported(format!("{path} is not a speech synthesis model")).into())
+}
+
+/// The `load_recognizer` of plugins that are not speech recognizers.
+pub extern "C" fn no_recognizer_model(
+    path: RStr<'_>,
+    _: &Backend,
+    _: &ModelLoadOptions,
+) -> RResult<RecognizerModelBox, FfiError> {
+    RResult::RErr(Error::unsupported(format!("{path} is not a speech recognition model")).into())
 }
 
 inventory::collect!(BackendPlugin);
@@ -174,6 +191,7 @@ macro_rules! register_text_model {
                     architectures: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($arch)),*]),
                     load_text: __infer_load_text,
                     load_speech: $crate::plugin::no_speech_model,
+                    load_recognizer: $crate::plugin::no_recognizer_model,
                 }
             }
         };
@@ -212,6 +230,46 @@ macro_rules! register_speech_model {
                     architectures: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($arch)),*]),
                     load_text: $crate::plugin::no_text_model,
                     load_speech: __infer_load_speech,
+                    load_recognizer: $crate::plugin::no_recognizer_model,
+                }
+            }
+        };
+    };
+}
+
+/// Registers a speech-recognition model plugin. `$load` is a Rust
+/// `fn(&Path, &Backend, &ModelLoadOptions) -> infer_core::Result<M>` where
+/// `M: infer_core::audio::SpeechRecognizer + 'static`.
+#[macro_export]
+macro_rules! register_recognizer_model {
+    (
+        name: $name:literal,
+        description: $desc:literal,
+        architectures: [$($arch:literal),* $(,)?],
+        load: $load:path $(,)?
+    ) => {
+        const _: () = {
+            use $crate::__private::abi_stable::std_types::{RResult, RStr};
+            extern "C" fn __infer_load_recognizer(
+                path: RStr<'_>,
+                backend: &$crate::Backend,
+                options: &$crate::plugin::ModelLoadOptions,
+            ) -> RResult<$crate::recognizer_ffi::RecognizerModelBox, $crate::FfiError> {
+                $crate::backend::ffi_result(concat!("model plugin ", $name, " load"), || {
+                    let m = $load($crate::plugin::ffi_path(path), backend, options)?;
+                    Ok($crate::recognizer_ffi::PluginRecognizer::boxed(m))
+                })
+            }
+            $crate::__private::inventory::submit! {
+                $crate::plugin::ModelPlugin {
+                    name: RStr::from_str($name),
+                    version: RStr::from_str(env!("CARGO_PKG_VERSION")),
+                    description: RStr::from_str($desc),
+                    kind: $crate::plugin::ModelKind::SpeechRecognition,
+                    architectures: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($arch)),*]),
+                    load_text: $crate::plugin::no_text_model,
+                    load_speech: $crate::plugin::no_speech_model,
+                    load_recognizer: __infer_load_recognizer,
                 }
             }
         };

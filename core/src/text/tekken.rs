@@ -188,7 +188,9 @@ impl Tekken {
         self.bpe.encode_ordinary(text).into_iter().map(|r| r + offset).collect()
     }
 
-    fn regular_bytes(&self, id: u32) -> Option<&[u8]> {
+    /// The bytes of a regular token (`None` for special and out-of-range ids), for decoders that
+    /// emit text as it is decided and must not split a UTF-8 character.
+    pub fn regular_bytes(&self, id: u32) -> Option<&[u8]> {
         let rank = (id as usize).checked_sub(self.specials.len())?;
         self.token_bytes.get(rank).map(Vec::as_slice)
     }

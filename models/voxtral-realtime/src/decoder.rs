@@ -1,0 +1,136 @@
+//! The text decoder (transformers `VoxtralRealtimeTextModel` + tied `lm_head`): a Mistral decoder
+//! whose FFN input is scaled by a time condition:
+//!
+//! ```text
+//! x -> RMSNorm -> GQA self-attention (RoPE, sliding window) -> +
+//!   -> RMSNorm -> * (1 + Linear(GELU(Linear(t_cond)))) -> SwiGLU -> +
+//! ... -> RMSNorm -> lm_head (tied to the embeddings)
+//! ```
+//!
+//! `t_cond` is a sinusoidal embedding of the number of delay tokens, constant for a session, so
+//! each layer's `1 + ada(t_cond)` is computed once per session ([`TextDecoder::ada_scales`]).
+
+use infer_core::{Backend, DType, KvCache, Result, RopeLayout, Tensor, Weights};
+use infer_layers::{AttentionConfig, Linear, RmsNorm, Rotary, SelfAttention, SwiGlu};
+
+use crate::config::DecoderParams;
+
+struct DecoderLayer {
+    attn_norm: RmsNorm,
+    attn: SelfAttention,
+    mlp_norm: RmsNorm,
+    ada_down: Linear,
+    ada_up: Linear,
+    mlp: SwiGlu,
+}
+
+impl DecoderLayer {
+    fn load(w: &Weights, p: &DecoderParams) -> Result<Self> {
+        let attn = AttentionConfig {
+            hidden: p.hidden,
+            num_heads: p.heads,
+            num_kv_heads: p.kv_heads,
+            head_dim: p.head_dim,
+            qkv_bias: false,
+            qk_norm_eps: None,
+            qk_norm_offset: 0.0,
+            scale: 1.0 / (p.head_dim as f32).sqrt(),
+            window: p.window,
+            softcap: 0.0,
+        };
+        Ok(DecoderLayer {
+            attn_norm: RmsNorm::load(&w.prefixed("input_layernorm"), p.hidden, p.rms_eps)?,
+            attn: SelfAttention::load(&w.prefixed("self_attn"), attn)?,
+            mlp_norm: RmsNorm::load(&w.prefixed("post_attention_layernorm"), p.hidden, p.rms_eps)?,
+            ada_down: Linear::load(&w.prefixed("ada_rms_norm.linear1"), p.ada_dim, p.hidden, false)?,
+            ada_up: Linear::load(&w.prefixed("ada_rms_norm.linear2"), p.hidden, p.ada_dim, false)?,
+            mlp: SwiGlu::load(&w.prefixed("mlp"), p.hidden, p.intermediate, false)?,
+        })
+    }
+}
+
+pub struct TextDecoder {
+    embed_tokens: Tensor,
+    layers: Vec<DecoderLayer>,
+    norm: RmsNorm,
+    lm_head: Tensor,
+    rotary: Rotary,
+    params: DecoderParams,
+}
+
+impl TextDecoder {
+    /// `w` is the checkpoint under `language_model`.
+    pub fn load(w: &Weights, p: &DecoderParams, rope: RopeLayout) -> Result<Self> {
+        let m = w.prefixed("model");
+        let embed_tokens = m.get_shaped("embed_tokens.weight", &[p.vocab, p.hidden])?;
+        // Tied in the real checkpoint (no lm_head stored); an untied one is used as stored.
+        let lm_head = if w.contains("lm_head.weight") {
+            w.get_shaped("lm_head.weight", &[p.vocab, p.hidden])?
+        } else {
+            embed_tokens.clone()
+        };
+        let layers: Result<Vec<_>> =
+            (0..p.layers).map(|i| DecoderLayer::load(&m.prefixed(format!("layers.{i}")), p)).collect();
+        Ok(TextDecoder {
+            embed_tokens,
+            layers: layers?,
+            norm: RmsNorm::load(&m.prefixed("norm"), p.hidden, p.rms_eps)?,
+            lm_head,
+            rotary: Rotary::new(p.head_dim, p.rope_theta, rope, w.dtype()),
+            params: p.clone(),
+        })
+    }
+
+    pub fn vocab(&self) -> usize {
+        self.params.vocab
+    }
+
+    /// A KV cache for one stream: each layer keeps its sliding window (all positions if none).
+    pub fn start(&self) -> KvCache {
+        KvCache::uniform(self.params.layers, self.params.window)
+    }
+
+    /// Token embeddings `(1, t, hidden)`.
+    pub fn embed(&self, ids: &[u32]) -> Result<Tensor> {
+        let ids = Tensor::from_u32(self.embed_tokens.backend(), ids, &[1, ids.len()])?;
+        ids.embedding(&self.embed_tokens)
+    }
+
+    /// Each layer's FFN scale `1 + ada(t_cond)` for `delay_tokens`, shaped `(1, 1, hidden)`.
+    pub fn ada_scales(&self, backend: &Backend, dtype: DType, delay_tokens: usize) -> Result<Vec<Tensor>> {
+        let t_cond = time_embedding(delay_tokens as f32, self.params.hidden);
+        let t_cond = Tensor::from_f32(backend, &t_cond, &[1, 1, self.params.hidden])?.to_dtype(dtype)?;
+        self.layers
+            .iter()
+            .map(|l| l.ada_up.forward(&l.ada_down.forward(&t_cond)?.gelu_erf()?)?.affine(1.0, 1.0))
+            .collect()
+    }
+
+    /// Input embeddings `(1, t, hidden)` at the cache's next positions -> logits `(vocab,)` of
+    /// the last one, as f32 on the host.
+    pub fn forward(&self, x: &Tensor, cache: &mut KvCache, scales: &[Tensor]) -> Result<Vec<f32>> {
+        let t = x.dim(1);
+        let rope = self.rotary.angles(x.backend(), cache.offset(), t)?;
+        let mut x = x.clone();
+        for (i, (layer, scale)) in self.layers.iter().zip(scales).enumerate() {
+            let h = layer.attn.forward(&layer.attn_norm.forward(&x)?, &rope, cache.layer(i)?, None)?;
+            x = x.add(&h)?;
+            let h = layer.mlp_norm.forward(&x)?.mul(scale)?;
+            x = x.add(&layer.mlp.forward(&h)?)?;
+        }
+        let last = x.narrow(1, t - 1, 1)?;
+        let logits = self.norm.forward(&last)?.linear(&self.lm_head, None)?;
+        logits.to_dtype(DType::F32)?.to_vec_f32()
+    }
+}
+
+/// transformers `VoxtralRealtimeTimeEmbedding`: `[cos(t·f), sin(t·f)]` with
+/// `f_i = exp(-ln(10000) · i / (dim/2))`, in f32 as the reference computes it.
+pub fn time_embedding(t: f32, dim: usize) -> Vec<f32> {
+    let half = dim / 2;
+    let scale = -(10_000f64.ln()) as f32;
+    let freqs: Vec<f32> = (0..half).map(|i| (scale * i as f32 / half as f32).exp()).collect();
+    let mut out: Vec<f32> = freqs.iter().map(|f| (t * f).cos()).collect();
+    out.extend(freqs.iter().map(|f| (t * f).sin()));
+    out
+}

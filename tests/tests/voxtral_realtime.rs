@@ -1,0 +1,265 @@
+//! Voxtral Realtime parity with transformers 5.23 (tools/fixtures/make_voxtral_realtime.py), on
+//! every backend setup and in both checkpoint layouts (Hugging Face and Mistral-native, the same
+//! BF16 weights):
+//!
+//! - log-mel within 1e-4 (the processor's STFT runs in f32, ours in f64);
+//! - encoder and projector outputs within 1e-3, every decoder step's logits within 1e-3 (f32 on both
+//!   sides; the differences are summation order, ~1e-5 on these values);
+//! - greedy ids identical to `generate` (offline), for the default delay (480 ms) and an
+//!   overridden one (240 ms), and the decoded text identical to mistral-common's;
+//! - streaming (odd chunk sizes) equal to offline token for token, and transformers' own streaming
+//!   generator path giving those ids;
+//! - the plugin path (`Registry::load_recognizer`, the library setups load the plugin's cdylib)
+//!   giving the same transcript; resampled / stereo input and bad input handled.
+
+use std::path::{Path, PathBuf};
+
+use infer_core::audio::{Audio, RecognitionOptions, RecognitionSession};
+use infer_core::audio_io::read_audio;
+use infer_core::{DType, LoadConfig, ModelLoadOptions, Registry};
+use infer_tests::{copy_dir, fixture, max_abs_diff, Setup};
+use infer_voxtral_realtime::{Session, VoxtralRealtime};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Goldens {
+    audio: String,
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    delay_ms: u32,
+    num_delay_tokens: usize,
+    prompt_ids: Vec<u32>,
+    greedy: Vec<u32>,
+    text: String,
+    streaming: Option<Vec<u32>>,
+}
+
+const LAYOUTS: [&str; 2] = ["hf", "mistral"];
+
+fn root() -> PathBuf {
+    fixture("voxtral-realtime")
+}
+
+fn goldens() -> Goldens {
+    serde_json::from_str(&std::fs::read_to_string(root().join("goldens.json")).unwrap()).unwrap()
+}
+
+/// A float tensor of goldens.safetensors, flattened.
+fn golden_tensor(name: &str) -> (Vec<usize>, Vec<f32>) {
+    let bytes = std::fs::read(root().join("goldens.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let t = st.tensor(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(t.dtype(), safetensors::Dtype::F32);
+    let data = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    (t.shape().to_vec(), data)
+}
+
+fn speech() -> Audio {
+    read_audio(root().join(goldens().audio)).unwrap().audio
+}
+
+fn options(delay_ms: u32) -> RecognitionOptions {
+    RecognitionOptions { delay_ms: Some(delay_ms), ..RecognitionOptions::default() }
+}
+
+fn load_direct(setup: Setup, layout: &str) -> VoxtralRealtime {
+    let registry = setup.registry().unwrap();
+    let backend = registry.backend(Some(setup.backend()), None).unwrap();
+    VoxtralRealtime::load(&root().join(layout), &backend, &ModelLoadOptions { dtype: DType::F32, context_len: 0 })
+        .unwrap_or_else(|e| panic!("{layout}: {e}"))
+}
+
+/// Runs a traced session over `audio` fed in `chunk`-sample pieces (0: all at once).
+fn run(model: &VoxtralRealtime, case: &Case, audio: &[f32], chunk: usize) -> (Session, Vec<u32>, String) {
+    let mut s = model.session(&options(case.delay_ms)).unwrap().with_trace();
+    let (mut tokens, mut text) = (Vec::new(), String::new());
+    let pieces: Vec<&[f32]> = if chunk == 0 { vec![audio] } else { audio.chunks(chunk).collect() };
+    for p in pieces {
+        let d = s.push_audio(p).unwrap();
+        tokens.extend(d.tokens);
+        text += &d.text;
+    }
+    let d = s.finish().unwrap();
+    tokens.extend(d.tokens);
+    text += &d.text;
+    (s, tokens, text)
+}
+
+fn assert_close(what: &str, ours: &[f32], golden: &[f32], tol: f32) {
+    assert_eq!(ours.len(), golden.len(), "{what}: length");
+    let d = max_abs_diff(ours, golden);
+    assert!(d <= tol, "{what}: max |diff| {d} > {tol}");
+}
+
+#[test]
+fn parity_with_transformers_on_every_setup_and_layout() {
+    let g = goldens();
+    let audio = speech();
+    assert_eq!(audio.sample_rate, 16_000);
+    assert!(audio.samples.len() % 1280 != 0, "the fixture must end inside a token");
+    for setup in Setup::all() {
+        for layout in LAYOUTS {
+            let model = load_direct(setup, layout);
+            for case in &g.cases {
+                let at = format!("{setup:?}/{layout}/{}", case.name);
+                let (s, tokens, text) = run(&model, case, &audio.samples, 0);
+                assert_eq!(s.prompt(), case.prompt_ids, "{at}: prompt");
+                assert_eq!(s.delay_tokens(), case.num_delay_tokens, "{at}: delay tokens");
+                let t = s.trace().unwrap();
+
+                let (shape, mel) = golden_tensor(&format!("{}.mel", case.name));
+                let (n_mels, frames) = (shape[0], shape[1]);
+                let ours: Vec<f32> = (0..n_mels)
+                    .flat_map(|m| (0..frames).map(move |f| (m, f)))
+                    .map(|(m, f)| t.mel[f * n_mels + m])
+                    .collect();
+                assert_eq!(t.mel.len(), n_mels * frames, "{at}: mel frames");
+                assert_close(&format!("{at}: log-mel"), &ours, &mel, 1e-4);
+                assert_close(
+                    &format!("{at}: encoder"),
+                    &t.encoder,
+                    &golden_tensor(&format!("{}.encoder", case.name)).1,
+                    1e-3,
+                );
+                assert_close(
+                    &format!("{at}: projector"),
+                    &t.projector,
+                    &golden_tensor(&format!("{}.projector", case.name)).1,
+                    1e-3,
+                );
+                let (shape, logits) = golden_tensor(&format!("{}.logits", case.name));
+                assert_eq!(t.logits.len(), shape[0], "{at}: decoder steps");
+                for (i, (ours, golden)) in t.logits.iter().zip(logits.chunks_exact(shape[1])).enumerate() {
+                    assert_close(&format!("{at}: logits of step {i}"), ours, golden, 1e-3);
+                }
+                assert_eq!(tokens, case.greedy, "{at}: greedy ids");
+                assert_eq!(text, case.text, "{at}: text");
+            }
+        }
+    }
+}
+
+#[test]
+fn streaming_equals_offline_and_transformers_streaming() {
+    let g = goldens();
+    let audio = speech();
+    let model = load_direct(Setup::CandleBuiltIn, "hf");
+    let case = &g.cases[0];
+    let stream_golden = case.streaming.as_ref().expect("the default-delay case has transformers' streaming ids");
+    assert_eq!(&case.greedy[..stream_golden.len()], &stream_golden[..], "fixture: transformers streaming is a prefix");
+    // 80 ms, an odd size, one sample, and a size larger than the encoder batch.
+    for chunk in [1280, 777, 1, 48_001] {
+        let (_, tokens, text) = run(&model, case, &audio.samples, chunk);
+        assert_eq!(tokens, case.greedy, "chunks of {chunk}: ids");
+        assert_eq!(text, case.text, "chunks of {chunk}: text");
+    }
+}
+
+#[test]
+fn the_plugin_path_transcribes_the_same_on_every_setup() {
+    let g = goldens();
+    let audio = speech();
+    for setup in Setup::all() {
+        let registry = setup.registry().unwrap();
+        let cfg = LoadConfig { backend: Some(setup.backend().into()), ..LoadConfig::default() };
+        for layout in LAYOUTS {
+            let at = format!("{setup:?}/{layout}");
+            let rec = registry.load_recognizer(&root().join(layout), &cfg).unwrap_or_else(|e| panic!("{at}: {e}"));
+            assert_eq!(rec.sample_rate(), 16_000);
+            for case in &g.cases {
+                let t = rec.transcribe(&audio, &options(case.delay_ms)).unwrap();
+                assert_eq!(t.tokens, case.greedy, "{at}/{}: ids", case.name);
+                assert_eq!(t.text, case.text, "{at}/{}: text", case.name);
+                assert_eq!(t.metrics.tokens, case.greedy.len());
+                assert!((t.metrics.audio_seconds - audio.duration_secs()).abs() < 1e-9);
+            }
+            // A session across the boundary, in odd chunks.
+            let case = &g.cases[0];
+            let mut s: Box<dyn RecognitionSession> = rec.start_session(&RecognitionOptions::default()).unwrap();
+            let mut tokens = Vec::new();
+            for p in audio.samples.chunks(3001) {
+                tokens.extend(s.push_audio(p).unwrap().tokens);
+            }
+            tokens.extend(s.finish().unwrap().tokens);
+            assert_eq!(tokens, case.greedy, "{at}: session ids (default delay)");
+            assert!(s.metrics().max_chunk_seconds > 0.0);
+        }
+    }
+}
+
+#[test]
+fn resampled_and_stereo_input_is_transcribed() {
+    let g = goldens();
+    let rec = Registry::builtin().unwrap().load_recognizer(&root().join("hf"), &LoadConfig::default()).unwrap();
+    for (file, rate, channels) in [("speech_48k_stereo.wav", 48_000, 2), ("speech_8k.wav", 8_000, 1)] {
+        let loaded = read_audio(root().join(file)).unwrap();
+        assert_eq!((loaded.info.sample_rate, loaded.info.channels), (rate, channels), "{file}");
+        let t = rec.transcribe(&loaded.audio, &RecognitionOptions::default()).unwrap();
+        // Same duration -> same number of decoder steps; the ids themselves depend on the resampler.
+        assert_eq!(t.tokens.len(), g.cases[0].greedy.len(), "{file}");
+    }
+}
+
+#[test]
+fn bad_input_gives_one_clear_error() {
+    let rec = Registry::builtin().unwrap().load_recognizer(&root().join("hf"), &LoadConfig::default()).unwrap();
+    let err = |a: Audio, o: RecognitionOptions| rec.transcribe(&a, &o).unwrap_err().to_string();
+    let opts = RecognitionOptions::default();
+    assert!(err(Audio { samples: vec![], sample_rate: 16_000 }, opts.clone()).contains("no samples"));
+    assert!(err(Audio { samples: vec![0.1; 100], sample_rate: 0 }, opts.clone()).contains("sample rate of 0"));
+    let mut nan = vec![0.1; 4000];
+    nan[5] = f32::NAN;
+    assert!(err(Audio { samples: nan, sample_rate: 16_000 }, opts.clone()).contains("sample 5"));
+    let delay = RecognitionOptions { delay_ms: Some(100), ..opts.clone() };
+    assert!(err(Audio { samples: vec![0.1; 4000], sample_rate: 16_000 }, delay).contains("multiple of 80 ms"));
+    // Silence and very short audio are transcribed (the padding makes every input long enough).
+    for samples in [vec![0.0; 32_000], vec![0.05; 10]] {
+        let t = rec.transcribe(&Audio { samples, sample_rate: 16_000 }, &opts).unwrap();
+        assert!(!t.tokens.is_empty());
+    }
+    let mut s = rec.start_session(&opts).unwrap();
+    assert!(s.finish().unwrap().tokens.is_empty(), "a session with no audio has nothing to say");
+    assert!(s.push_audio(&[0.0; 10]).unwrap_err().to_string().contains("after finish"));
+}
+
+fn load_err(dir: &Path) -> String {
+    match Registry::builtin().unwrap().load_recognizer(dir, &LoadConfig::default()) {
+        Ok(_) => panic!("{} loaded", dir.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn broken_checkpoints_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = root().join("hf");
+    // Missing tokenizer.
+    let d = tmp.path().join("no-tekken");
+    copy_dir(&hf, &d, &["tekken.json"]);
+    assert!(load_err(&d).contains("tekken.json"), "{}", load_err(&d));
+    // Truncated weights.
+    let d = tmp.path().join("truncated");
+    copy_dir(&hf, &d, &[]);
+    let w = std::fs::read(d.join("model.safetensors")).unwrap();
+    std::fs::write(d.join("model.safetensors"), &w[..w.len() / 2]).unwrap();
+    assert!(load_err(&d).contains("truncated"), "{}", load_err(&d));
+    // A missing tensor in the Mistral layout names the Mistral key.
+    let d = tmp.path().join("mistral-params-only");
+    copy_dir(&root().join("mistral"), &d, &["consolidated.safetensors"]);
+    assert!(load_err(&d).contains("safetensors"), "{}", load_err(&d));
+    // Another model's checkpoint.
+    let e = load_err(&fixture("qwen3/gqa"));
+    assert!(e.contains("qwen3") && e.contains("voxtral_realtime"), "{e}");
+    // A tokenizer without the audio section.
+    let d = tmp.path().join("text-tekken");
+    copy_dir(&hf, &d, &[]);
+    let mut tk: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("tekken.json")).unwrap()).unwrap();
+    tk.as_object_mut().unwrap().remove("audio");
+    std::fs::write(d.join("tekken.json"), tk.to_string()).unwrap();
+    assert!(load_err(&d).contains("no `audio` section"), "{}", load_err(&d));
+}
