@@ -3,7 +3,7 @@
 JSON object (median over runs).
 
     PY=$(tools/fixtures/setup_mlx_audio_venv.sh)
-    $PY tools/bench/voxtral_tts_bench.py ref ~/.cache/infer/bench/voxtral-tts-real --frames 25 --runs 2
+    $PY tools/bench/voxtral_tts_bench.py ref ~/.cache/infer/bench/voxtral-tts-real --frames 25 --runs 2 [--dtype bf16]
     python3 tools/bench/voxtral_tts_bench.py infer ~/.cache/infer/bench/voxtral-tts-real --infer ./infer \\
         --frames 25 --runs 2 [--dtype bf16]
 
@@ -46,6 +46,12 @@ def run_ref(a) -> dict:
             os.symlink(a.checkpoint / f, view / f)
         t0 = time.perf_counter()
         model = load_model(view, strict=True, model_type="voxtral_tts")
+        if a.dtype == "f32":
+            # The same compute dtype as infer's default (weights upcast once, as infer does).
+            from mlx.utils import tree_map
+
+            model.update(tree_map(lambda p: p.astype(mx.float32), model.parameters()))
+            mx.eval(model.parameters())
         load_s = time.perf_counter() - t0
         list(model.generate(text=TEXT, voice=VOICE, max_tokens=2))
         synth, audio, codec = [], [], []
@@ -63,7 +69,7 @@ def run_ref(a) -> dict:
             codec.append(time.perf_counter() - t1)
     return {
         "impl": "mlx-audio",
-        "dtype": "bf16 (stored)",
+        "dtype": a.dtype,
         "frames": a.frames,
         "synth_s": statistics.median(synth),
         "audio_s": statistics.median(audio),
@@ -85,6 +91,7 @@ def run_infer(a) -> dict:
             t0 = time.perf_counter()
             p = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
             _, err = p.communicate()
+            err = re.sub(r"\x1b\[[0-9;]*m", "", err)  # tracing's colours
             wall.append(time.perf_counter() - t0)
             if p.returncode != 0:
                 sys.exit(f"infer failed: {err}")
@@ -117,7 +124,7 @@ def main():
     ap.add_argument("--frames", type=int, default=25)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--dtype", default="f32")
+    ap.add_argument("--dtype", default="f32", help="compute dtype: f32 (weights upcast) or bf16 (as stored)")
     ap.add_argument("--infer", default="infer")
     a = ap.parse_args()
     a.checkpoint = a.checkpoint.resolve()
