@@ -22,9 +22,9 @@ fn mlx_built() -> bool {
 }
 
 fn run_json(dir: &str, ids: &[u32], n: usize, extra: &[&str]) -> Output {
-    let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+    let ids = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     let n = n.to_string();
-    let mut args = vec!["run", "--model", dir, "--prompt-tokens", &ids.join(","), "--max-tokens", &n];
+    let mut args = vec!["run", "--model", dir, "--prompt-tokens", &ids, "--max-tokens", &n];
     args.extend(["--temperature", "0", "--ignore-eos", "--json"]);
     args.extend(extra);
     infer(&args)
