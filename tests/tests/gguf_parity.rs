@@ -138,7 +138,9 @@ fn qwen25_coder_05b_matches_llama_cpp() {
 /// The same bounds on the MLX plugin library (when tools/setup_mlx.sh has built it), which
 /// dequantizes the GGML blocks to f32 at load and multiplies in f32: a different order of
 /// rounding than llama.cpp's quantized dot products (activations rounded to 8 bits per block),
-/// within the same near-tie bounds.
+/// within the same near-tie bounds. Measured: 2/5 prompts with all 32 free-running ids
+/// identical, teacher-forced agreement 156/160, worst gap 0.262, top-10 logits max |Δ| 0.671
+/// (candle: 3/5, 157/160, 0.214, 0.534).
 #[test]
 fn gemma3_270m_matches_llama_cpp_on_mlx() {
     if Setup::all().iter().any(|s| matches!(s, Setup::MlxLibrary)) {
