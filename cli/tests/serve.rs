@@ -139,6 +139,8 @@ fn run_text(model: &str, prompt: &str, max_tokens: usize, chat: bool) -> String 
     let n = max_tokens.to_string();
     let path = model_file(model);
     let mut args = vec!["run", "--model", path.to_str().unwrap(), "-p", prompt, "--max-tokens", &n, "--json"];
+    // The server's requests here are greedy; `infer run` samples unless told otherwise.
+    args.extend(["--temperature", "0"]);
     if chat {
         args.push("--chat");
     }
