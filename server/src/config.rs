@@ -195,8 +195,10 @@ mod tests {
         std::fs::write(&path, "prot = 1\n").unwrap();
         let e = format!("{:#}", ServerConfig::from_file(&path).unwrap_err());
         assert!(e.contains("prot"), "{e}");
-        let mut cfg = ServerConfig::default();
-        cfg.models = vec![ModelSpec::from_path("a/m.gguf".into()), ModelSpec::from_path("b/m.gguf".into())];
+        let cfg = ServerConfig {
+            models: vec![ModelSpec::from_path("a/m.gguf".into()), ModelSpec::from_path("b/m.gguf".into())],
+            ..Default::default()
+        };
         let e = cfg.validate().unwrap_err().to_string();
         assert!(e.contains("two models are named `m`"), "{e}");
     }

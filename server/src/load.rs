@@ -14,12 +14,11 @@ use crate::config::{ModelSpec, ServerConfig};
 use crate::metrics::Metrics;
 use crate::state::{Served, SpeechService};
 
-/// Loads every model of `config`; returns them by name with the scheduler threads to join.
-pub fn load_models(
-    registry: &Registry,
-    config: &ServerConfig,
-    metrics: &Arc<Metrics>,
-) -> Result<(Vec<(String, Served)>, Vec<JoinHandle<()>>)> {
+/// The loaded models by name, and the scheduler threads to join.
+pub type Loaded = (Vec<(String, Served)>, Vec<JoinHandle<()>>);
+
+/// Loads every model of `config`.
+pub fn load_models(registry: &Registry, config: &ServerConfig, metrics: &Arc<Metrics>) -> Result<Loaded> {
     let mut served = Vec::new();
     let mut threads = Vec::new();
     for spec in &config.models {

@@ -72,7 +72,7 @@ impl StreamParams {
             return Err(bad("sampling_rate, frame_rate, hop_length and window_size must be positive".into()));
         }
         let samples_per_token = (a.sampling_rate as f64 / a.frame_rate) as usize;
-        if samples_per_token % e.hop_length != 0 {
+        if !samples_per_token.is_multiple_of(e.hop_length) {
             return Err(bad(format!(
                 "{samples_per_token} samples per token is not a multiple of hop {}",
                 e.hop_length
@@ -98,7 +98,7 @@ impl StreamParams {
 
     /// Tokens covering `samples` (mistral-common `AudioConfig.num_audio_tokens`).
     fn audio_tokens(&self, samples: usize) -> usize {
-        let frames = if samples % self.hop != 0 {
+        let frames = if !samples.is_multiple_of(self.hop) {
             (samples as f64 / self.hop as f64 - 1.0).ceil() as usize
         } else {
             samples / self.hop
