@@ -12,8 +12,8 @@ use serde::Deserialize;
 use infer_backend_candle as _;
 use infer_llm as _;
 use infer_qwen3_tts as _;
-use infer_voxtral_tts as _;
 use infer_voxtral_realtime as _;
+use infer_voxtral_tts as _;
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
