@@ -6,6 +6,16 @@ cd "$(dirname "$0")/.."
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/infer/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# Incremental state is large and CI builds each crate once per run: leave it off.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
+# A CI machine's disk can be small (a run died of ENOSPC while linking): report it, and drop
+# what is only a cache (incremental state, stale first-run builds) before building.
+mkdir -p "$CARGO_TARGET_DIR"
+rm -rf "$CARGO_TARGET_DIR"/debug/incremental "$CARGO_TARGET_DIR"/release/incremental \
+    "$HOME/.cache/infer/first-run-target"
+echo "test.sh: disk before the build: $(df -h --output=avail "$CARGO_TARGET_DIR" | tail -1 | tr -d ' ') free" \
+    "(target dir $(du -sh "$CARGO_TARGET_DIR" 2>/dev/null | cut -f1))"
 
 if ! command -v cargo >/dev/null; then
     echo "cargo not found: install Rust (https://rustup.rs) first" >&2
@@ -38,6 +48,8 @@ tools/check_first_run.sh
 cargo build --workspace --all-targets
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --no-fail-fast
+echo "test.sh: disk after the tests: $(df -h --output=avail "$CARGO_TARGET_DIR" | tail -1 | tr -d ' ') free" \
+    "(target dir $(du -sh "$CARGO_TARGET_DIR" 2>/dev/null | cut -f1))"
 
 # The MLX workspace's own checks: format, lints and its op tests against candle (release, to
 # share the mlx-c build with the plugin library).
