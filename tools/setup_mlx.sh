@@ -105,7 +105,9 @@ EOF
     done
 }
 
-# cargo on the MLX workspace with the patched crates and the build environment. The libclang
+# cargo on the MLX workspace with the patched crates and the build environment. The --config
+# flags follow the subcommand: cargo does not pass flags placed before it to external subcommands
+# (clippy would build the unpatched crates from crates.io). The libclang
 # wheel has no compiler headers of its own (float.h, stddef.h): bindgen gets GCC's.
 mlx_cargo() {
     local sp
@@ -114,10 +116,10 @@ mlx_cargo() {
     LIBCLANG_PATH="$sp/clang/native" \
     BINDGEN_EXTRA_CLANG_ARGS="-isystem $(gcc -print-file-name=include)" \
     PATH="$VENV/bin:$PATH" \
-    cargo \
+    cargo "$1" \
         --config "patch.crates-io.mlx-sys.path=\"$CRATES/mlx-sys-$MLX_SYS_VERSION\"" \
         --config "patch.crates-io.mlx-rs.path=\"$CRATES/mlx-rs-$MLX_RS_VERSION\"" \
-        "$1" --manifest-path "$REPO/backends/mlx/Cargo.toml" "${@:2}"
+        --manifest-path "$REPO/backends/mlx/Cargo.toml" "${@:2}"
 }
 
 install_venv

@@ -33,7 +33,7 @@ pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<MlxTens
         let dims = shape_i32(shape)?;
         let align = dtype.block().1;
         let aligned: Vec<u64>;
-        let ptr = if (bytes.as_ptr() as usize) % align == 0 {
+        let ptr = if (bytes.as_ptr() as usize).is_multiple_of(align) {
             bytes.as_ptr()
         } else {
             let mut v = vec![0u64; bytes.len().div_ceil(8)];
