@@ -113,6 +113,13 @@ impl Setup {
         all
     }
 
+    /// One setup per backend (candle built in, tch and MLX from their libraries), for the
+    /// checks whose backend-specific part does not depend on how the model plugin is loaded.
+    /// Narrowed by `$INFER_SETUPS` and left without MLX like [`Setup::all`].
+    pub fn per_backend() -> Vec<Setup> {
+        Setup::all().into_iter().filter(|s| !matches!(s, Setup::CandleLibrary)).collect()
+    }
+
     pub fn registry(self) -> Result<Registry> {
         match self {
             Setup::CandleBuiltIn => Registry::builtin(),

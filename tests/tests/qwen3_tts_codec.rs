@@ -333,7 +333,7 @@ fn decode_speed_on_real_shape() {
         println!("INFER_CODEC_REAL_SHAPE not set: skipped");
         return;
     };
-    for setup in [Setup::CandleBuiltIn, Setup::TchLibrary] {
+    for setup in Setup::per_backend() {
         println!("{setup:?}:");
         time_real_shape(&Codec12Hz::load(Path::new(&dir), &backend(setup), DType::F32).unwrap());
     }

@@ -108,7 +108,7 @@ fn codes_and_waveforms_match_mlx_audio_on_every_setup() {
 fn streamed_audio_equals_whole_audio_and_seeds_repeat() {
     let dir = fixture("voxtral-tts/small");
     let case = goldens(&dir).cases.into_iter().find(|c| c.codes.len() == c.max_frames).expect("a capped case");
-    for setup in [Setup::CandleBuiltIn, Setup::TchLibrary] {
+    for setup in Setup::per_backend() {
         let tts = load(&setup.registry().unwrap(), &dir, setup.backend());
         let whole = replay(&case, &dir);
         let (codes, samples, chunks) = speak(tts.as_ref(), &case.text, &whole);
