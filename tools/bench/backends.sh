@@ -20,10 +20,13 @@
 #   BACKENDS ["candle tch mlx"]
 #   IDLE_QUIET_S [30] IDLE_MAX_WAIT_S [600]: before measuring, wait until no rustc/cargo/cc1plus/
 #     clippy-driver process has run for IDLE_QUIET_S seconds in a row, at most IDLE_MAX_WAIT_S
-#   PERF [1]: record a perf profile of MLX decoding the first checkpoint (skipped without perf)
+#   PERF [1]: record a perf profile of MLX on each checkpoint (skipped without perf)
 #   BENCH_OUT [/tmp/infer-backends-<timestamp>]  result directory
+#   PROFILE [release]: the cargo profile of `infer` and the tch library (debug = the dev profile,
+#     opt-level 3 for candle, infer-core and every dependency, 1 for the other workspace crates);
+#     the MLX library is always the release one of tools/setup_mlx.sh
 #
-# Build (unless --no-build; never during measurement): the release `infer` and tch plugin library
+# Build (unless --no-build; never during measurement): `infer` and the tch plugin library
 # (LIBTORCH from tools/setup_libtorch.sh) into ${CARGO_TARGET_DIR:-target}, and the MLX plugin
 # library by tools/setup_mlx.sh. All three are copied into the result directory with a
 # plugins.toml naming the copies, so other sessions rebuilding target/ cannot change what is
@@ -42,6 +45,7 @@ IDLE_MAX_WAIT_S="${IDLE_MAX_WAIT_S:-600}"
 PERF="${PERF:-1}"
 OUT="${BENCH_OUT:-/tmp/infer-backends-$(date +%Y%m%d-%H%M%S)}"
 TARGET="${CARGO_TARGET_DIR:-$REPO/target}"
+PROFILE="${PROFILE:-release}"
 
 build=1
 keys=()
@@ -73,11 +77,12 @@ echo "results -> $OUT" >&2
 if [ "$build" = 1 ]; then
   echo "building infer and the tch plugin library (release), then the MLX one..." >&2
   LIBTORCH="$("$REPO/tools/setup_libtorch.sh")"
-  (cd "$REPO" && LIBTORCH="$LIBTORCH" cargo build --release -p infer-cli -p infer-plugin-tch) >&2
+  (cd "$REPO" && LIBTORCH="$LIBTORCH" cargo build --profile "$([ "$PROFILE" = debug ] && echo dev || echo "$PROFILE")" \
+    -p infer-cli -p infer-plugin-tch) >&2
   "$REPO/tools/setup_mlx.sh" >&2
 fi
-cp "$TARGET/release/infer" "$OUT/infer"
-cp "$TARGET/release/libinfer_plugin_tch.so" "$OUT/"
+cp "$TARGET/$PROFILE/infer" "$OUT/infer"
+cp "$TARGET/$PROFILE/libinfer_plugin_tch.so" "$OUT/"
 cp "$REPO/target/release/libinfer_plugin_mlx.so" "$OUT/"
 cat > "$OUT/plugins.toml" <<EOF
 [[plugin]]
@@ -92,7 +97,7 @@ cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
 mlx_version="$(ls -d "${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}"/mlx/lib/python3.*/site-packages/mlx_cpu-*.dist-info 2>/dev/null \
   | sed 's/.*mlx_cpu-\(.*\)\.dist-info/\1/' | head -1)"
 cat > "$OUT/machine.json" <<EOF
-{"cpu": "$cpu", "cores": $(nproc), "commit": "$commit", "date": "$(date -u +%FT%TZ)", "mlx_cpu": "$mlx_version",
+{"cpu": "$cpu", "cores": $(nproc), "commit": "$commit", "profile": "$PROFILE", "date": "$(date -u +%FT%TZ)", "mlx_cpu": "$mlx_version",
  "threads": $THREADS, "prompt_tokens": $PROMPT_TOKENS, "gen_tokens": $GEN_TOKENS, "runs": $RUNS}
 EOF
 
@@ -145,14 +150,15 @@ for k in "${keys[@]}"; do
 done
 
 if [ "$PERF" = 1 ] && [[ " $BACKENDS " == *" mlx "* ]] && command -v perf >/dev/null; then
-  k="${keys[0]}"
-  echo "$k: mlx under perf..." >&2
-  # shellcheck disable=SC2046
-  measure "perf-$k" perf record -g -o "$OUT/perf-$k.data" "$OUT/infer" bench --backend mlx $(bench_args "$k") --runs 1 --json
-  perf report -i "$OUT/perf-$k.data" --no-children --sort dso --stdio 2> /dev/null | grep -v '^#' | grep -v '^$' \
-    | head -12 > "$OUT/perf-$k.dso.txt" || true
-  perf report -i "$OUT/perf-$k.data" --no-children --sort dso,sym --stdio -g none 2> /dev/null | grep -v '^#' \
-    | grep -v '^$' | head -15 > "$OUT/perf-$k.sym.txt" || true
+  for k in "${keys[@]}"; do
+    echo "$k: mlx under perf..." >&2
+    # shellcheck disable=SC2046
+    measure "perf-$k" perf record -g -o "$OUT/perf-$k.data" "$OUT/infer" bench --backend mlx $(bench_args "$k") --runs 1 --json
+    perf report -i "$OUT/perf-$k.data" --no-children --sort dso --stdio -g none 2> /dev/null | grep -v '^#' \
+      | grep -v '^$' | head -8 > "$OUT/perf-$k.dso.txt" || true
+    perf report -i "$OUT/perf-$k.data" --no-children --sort dso,sym --stdio -g none 2> /dev/null | grep -v '^#' \
+      | grep -v '^$' | head -15 | cut -c1-110 > "$OUT/perf-$k.sym.txt" || true
+  done
 fi
 
 python3 "$REPO/tools/bench/backends_report.py" "$OUT" | tee "$OUT/report.md"

@@ -62,7 +62,7 @@ def main() -> None:
     print(
         f"Prompt {machine['prompt_tokens']} tokens, {machine['gen_tokens']} generated (greedy, EOS ignored), "
         f"median of {machine['runs']} timed runs after 1 warm-up, {machine['threads']} thread(s) for candle and "
-        f"tch; one `infer` binary (release) with tch and MLX (mlx-cpu {machine['mlx_cpu']}) as plugin "
+        f"tch; one `infer` binary ({machine['profile']} profile) with tch and MLX (mlx-cpu {machine['mlx_cpu']}) as plugin "
         f"libraries; commit {machine['commit']}, {machine['date']}. Machine: {machine['cpu']} "
         f"({machine['cores']} cores); idle before measuring: {'yes' if idle['idle'] else 'NO'} ({idle['note']})."
     )
