@@ -17,7 +17,10 @@
 #   PROMPT_TOKENS [32]  GEN_TOKENS [16]  RUNS [2]  (medians of RUNS timed runs after one warm-up)
 #   THREADS [1]: threads for candle (rayon) and tch (OpenMP); MLX's CPU build computes on one
 #     thread (its reference BLAS has no threading), so 1 is the like-for-like setting
-#   BACKENDS ["candle tch mlx"]
+#   BACKENDS ["candle tch mlx mlx-openblas"]: mlx-openblas is the same MLX library with OpenBLAS
+#     preloaded (LD_PRELOAD, one thread) in place of the reference BLAS the mlx-cpu wheel bundles:
+#     how much of MLX's CPU time is its BLAS. Skipped when OPENBLAS is absent.
+#   OPENBLAS [/usr/lib/x86_64-linux-gnu/libopenblas.so.0] (Debian: apt-get install libopenblas0-pthread)
 #   IDLE_QUIET_S [30] IDLE_MAX_WAIT_S [600]: before measuring, wait until no rustc/cargo/cc1plus/
 #     clippy-driver process has run for IDLE_QUIET_S seconds in a row, at most IDLE_MAX_WAIT_S
 #   PERF [1]: record a perf profile of MLX on each checkpoint (skipped without perf)
@@ -39,7 +42,12 @@ PROMPT_TOKENS="${PROMPT_TOKENS:-32}"
 GEN_TOKENS="${GEN_TOKENS:-16}"
 RUNS="${RUNS:-2}"
 THREADS="${THREADS:-1}"
-BACKENDS="${BACKENDS:-candle tch mlx}"
+BACKENDS="${BACKENDS:-candle tch mlx mlx-openblas}"
+OPENBLAS="${OPENBLAS:-/usr/lib/x86_64-linux-gnu/libopenblas.so.0}"
+if [[ " $BACKENDS " == *" mlx-openblas "* ]] && [ ! -e "$OPENBLAS" ]; then
+  echo "no $OPENBLAS: leaving out mlx-openblas (apt-get install libopenblas0-pthread)" >&2
+  BACKENDS="${BACKENDS/mlx-openblas/}"
+fi
 IDLE_QUIET_S="${IDLE_QUIET_S:-30}"
 IDLE_MAX_WAIT_S="${IDLE_MAX_WAIT_S:-600}"
 PERF="${PERF:-1}"
@@ -136,8 +144,14 @@ bench_args() { # KEY
 for k in "${keys[@]}"; do
   for b in $BACKENDS; do
     echo "$k: $b..." >&2
-    # shellcheck disable=SC2046
-    measure "bench-$k-$b" "$OUT/infer" bench --backend "$b" $(bench_args "$k") --runs "$RUNS" --json
+    if [ "$b" = mlx-openblas ]; then
+      # shellcheck disable=SC2046
+      measure "bench-$k-$b" env LD_PRELOAD="$OPENBLAS" OPENBLAS_NUM_THREADS="$THREADS" "$OUT/infer" bench \
+        --backend mlx $(bench_args "$k") --runs "$RUNS" --json
+    else
+      # shellcheck disable=SC2046
+      measure "bench-$k-$b" "$OUT/infer" bench --backend "$b" $(bench_args "$k") --runs "$RUNS" --json
+    fi
   done
   if [[ " $BACKENDS " == *" mlx "* ]]; then
     # The lazy graph's cost: one line per evaluation (ops added since the last one, the time spent

@@ -25,7 +25,8 @@ from pathlib import Path
 NAMES = {"gemma": "Gemma 3 270M Q4_K_M (GGUF)", "qwen3-tiny": "Qwen3 fixture qwen3/gqa (2 layers, d 64)",
          "qwen3-bf16": "Qwen3-0.6B shape, random (bf16 safetensors)"}
 COMPUTE = {"candle": {"gemma": "Q4_K/Q6_K kernels"}, "tch": {"gemma": "f32, dequantized at load"},
-           "mlx": {"gemma": "f32, dequantized at load"}}
+           "mlx": {"gemma": "f32, dequantized at load"}, "mlx-openblas": {"gemma": "f32, dequantized at load"}}
+BACKEND_NAMES = {"mlx": "mlx (wheel's reference BLAS)", "mlx-openblas": "mlx, OpenBLAS preloaded"}
 LINE = re.compile(r"^mlx (\S+): (\d+) ops, graph building (\d+) us, evaluation (\d+) us")
 
 
@@ -54,7 +55,9 @@ def main() -> None:
     benches = sorted(d.glob("bench-*.out"), key=lambda p: p.stat().st_mtime)
     rows = []
     for p in benches:
-        key, backend = p.stem[len("bench-"):].rsplit("-", 1)
+        stem = p.stem[len("bench-"):]
+        backend = next(b for b in ("mlx-openblas", "candle", "tch", "mlx") if stem.endswith("-" + b))
+        key = stem[: -len(backend) - 1]
         res = json.loads(p.read_text())
         marks = (d / f"{p.stem}.contention").read_text().split()
         la = (d / f"{p.stem}.loadavg").read_text().split()
@@ -68,14 +71,14 @@ def main() -> None:
     )
     print()
     print("| checkpoint | backend | compute | prefill tok/s | decode tok/s | decode vs candle | TTFT ms "
-          "| peak RSS MB | load s | contended s | load avg |")
+          "| peak memory MB | load s | contended s | load avg |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     candle = {k: r["decode_tok_s"] for k, b, r, _, _ in rows if b == "candle"}
     for key, backend, res, marks, la in rows:
         vs = res["decode_tok_s"] / candle[key] if key in candle and candle[key] else None
         compute = COMPUTE.get(backend, {}).get(key, res["dtype"])
         print(
-            f"| {NAMES.get(key, key)} | {backend} | {compute} | {fmt(res['prefill_tok_s'])} "
+            f"| {NAMES.get(key, key)} | {BACKEND_NAMES.get(backend, backend)} | {compute} | {fmt(res['prefill_tok_s'])} "
             f"| {fmt(res['decode_tok_s'])} | {fmt(vs, 2)}x | {fmt(res['ttft_ms'], 0)} | {fmt(res['peak_rss_mb'], 0)} "
             f"| {fmt(res['load_seconds'], 2)} | {marks.count('1')}/{len(marks)} | {la[0]} → {la[1]} |"
         )
