@@ -165,13 +165,19 @@ done
 
 if [ "$PERF" = 1 ] && [[ " $BACKENDS " == *" mlx "* ]] && command -v perf >/dev/null; then
   for k in "${keys[@]}"; do
-    echo "$k: mlx under perf..." >&2
-    # shellcheck disable=SC2046
-    measure "perf-$k" perf record -g -o "$OUT/perf-$k.data" "$OUT/infer" bench --backend mlx $(bench_args "$k") --runs 1 --json
-    perf report -i "$OUT/perf-$k.data" --no-children --sort dso --stdio -g none 2> /dev/null | grep -v '^#' \
-      | grep -v '^$' | head -8 > "$OUT/perf-$k.dso.txt" || true
-    perf report -i "$OUT/perf-$k.data" --no-children --sort dso,sym --stdio -g none 2> /dev/null | grep -v '^#' \
-      | grep -v '^$' | head -15 | cut -c1-110 > "$OUT/perf-$k.sym.txt" || true
+    for b in mlx mlx-openblas; do
+      [[ " $BACKENDS " == *" $b "* ]] || continue
+      preload=()
+      [ "$b" = mlx-openblas ] && preload=(LD_PRELOAD="$OPENBLAS" OPENBLAS_NUM_THREADS="$THREADS")
+      echo "$k: $b under perf..." >&2
+      # shellcheck disable=SC2046
+      measure "perf-$k-$b" env "${preload[@]}" perf record -g -o "$OUT/perf-$k-$b.data" "$OUT/infer" bench \
+        --backend mlx $(bench_args "$k") --runs 1 --json
+      perf report -i "$OUT/perf-$k-$b.data" --no-children --sort dso --stdio -g none 2> /dev/null | grep -v '^#' \
+        | grep -v '^$' | head -8 > "$OUT/perf-$k-$b.dso.txt" || true
+      perf report -i "$OUT/perf-$k-$b.data" --no-children --sort dso,sym --stdio -g none 2> /dev/null \
+        | grep -v '^#' | grep -v '^$' | head -15 | cut -c1-110 > "$OUT/perf-$k-$b.sym.txt" || true
+    done
   done
 fi
 

@@ -107,14 +107,16 @@ def main() -> None:
             )
 
     for p in sorted(d.glob("perf-*.dso.txt")):
-        key = p.name[len("perf-"):-len(".dso.txt")]
+        stem = p.name[len("perf-"):-len(".dso.txt")]
+        backend = "mlx-openblas" if stem.endswith("-mlx-openblas") else "mlx"
+        key = stem[: -len(backend) - 1]
         print()
-        print(f"perf profile of MLX on {NAMES.get(key, key)} (one warm-up + one timed generation, "
-              "load included), by shared object and by symbol:")
+        print(f"perf profile of {BACKEND_NAMES[backend]} on {NAMES.get(key, key)} (one warm-up + one timed "
+              "generation, load included), by shared object and by symbol:")
         print()
         print("```")
         print(p.read_text().rstrip())
-        sym = d / f"perf-{key}.sym.txt"
+        sym = d / f"perf-{stem}.sym.txt"
         if sym.exists():
             print()
             print(sym.read_text().rstrip())
