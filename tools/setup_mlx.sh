@@ -8,7 +8,9 @@
 # Idempotent, run from anywhere in the repo; a second run only rebuilds what changed.
 #   1. A venv (${INFER_VENV_DIR:-~/.cache/infer/venvs}/mlx) with, from PyPI: mlx-cpu (MLX's CPU
 #      build: libmlx.so, headers, CMake package), cmake (mlx-c's build) and libclang (mlx-sys's
-#      bindgen). The machine needs nothing else but gcc/g++.
+#      bindgen). The machine needs nothing else but gcc/g++. The wheel's reference BLAS is then
+#      pointed at Debian's OpenBLAS, installed if missing and possible (INFER_MLX_BLAS=reference:
+#      keep the wheel's).
 #   2. mlx-sys 0.7.0 and mlx-rs 0.33.0 from crates.io (`cargo vendor`), with the patches in
 #      backends/mlx/patches/ applied, under ${INFER_CACHE_DIR:-~/.cache/infer}/mlx/crates.
 #      cargo uses them through `--config patch.crates-io...` (see backends/mlx/Cargo.toml).
@@ -122,7 +124,38 @@ mlx_cargo() {
         --manifest-path "$REPO/backends/mlx/Cargo.toml" "${@:2}"
 }
 
+# 1b. The BLAS. The mlx-cpu wheel bundles netlib's reference BLAS (plain loops, one thread), where
+# a real model spends 83% of MLX's CPU time (docs/benchmarks.md). OpenBLAS has the same ABI
+# (Debian ships it as an alternative for libblas.so.3), so the wheel's copy is replaced by a link
+# to OpenBLAS when it is installed or installable (root with apt-get: libopenblas0-pthread); the
+# wheel's own file stays beside it as *.reference, and INFER_MLX_BLAS=reference links that back.
+# Nothing is rebuilt: libmlx finds the BLAS by file name at load time.
+link_blas() {
+    local libs bundled want openblas
+    libs="$(site_packages)/mlx_cpu.libs"
+    bundled="$(find "$libs" -maxdepth 1 -name 'libblas-*.so.*' ! -name '*.reference' 2>/dev/null | head -1)"
+    [ -n "$bundled" ] || { log "no bundled BLAS under $libs: MLX's BLAS left as it is"; return 0; }
+    [ -L "$bundled" ] || mv -f "$bundled" "$bundled.reference"
+    want="$(basename "$bundled").reference"
+    if [ "${INFER_MLX_BLAS:-openblas}" != reference ]; then
+        openblas="/usr/lib/$(gcc -print-multiarch)/openblas-pthread/libblas.so.3"
+        if [ ! -e "$openblas" ] && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+            log "installing OpenBLAS (apt-get install libopenblas0-pthread)"
+            { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas0-pthread \
+                || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas0-pthread; }
+            } > /dev/null 2>&1 || true
+        fi
+        if [ -e "$openblas" ]; then
+            want="$openblas"
+        else
+            log "no OpenBLAS ($openblas): MLX keeps the wheel's reference BLAS (correct, slow)"
+        fi
+    fi
+    [ "$(readlink "$bundled")" = "$want" ] || { ln -sfn "$want" "$bundled"; log "MLX's BLAS: $want"; }
+}
+
 install_venv
+link_blas
 prepare_crates
 
 if [ "${1:-}" = "cargo" ]; then
