@@ -15,12 +15,12 @@
 #   qwen3-bf16  ~/.cache/infer/models/qwen3-0.6b-random (tools/bench/make_qwen3_bench.py), bf16.
 # Environment knobs (defaults in brackets):
 #   PROMPT_TOKENS [32]  GEN_TOKENS [16]  RUNS [2]  (medians of RUNS timed runs after one warm-up)
-#   THREADS [1]: threads for candle (rayon) and tch (OpenMP); MLX's CPU build computes on one
-#     thread (its reference BLAS has no threading), so 1 is the like-for-like setting
-#   BACKENDS ["candle tch mlx mlx-openblas"]: mlx-openblas is the same MLX library with OpenBLAS
-#     preloaded (LD_PRELOAD, one thread) in place of the reference BLAS the mlx-cpu wheel bundles:
-#     how much of MLX's CPU time is its BLAS. Skipped when OPENBLAS is absent.
-#   OPENBLAS [/usr/lib/x86_64-linux-gnu/libopenblas.so.0] (Debian: apt-get install libopenblas0-pthread)
+#   THREADS [1]: threads for candle (rayon), tch (OpenMP) and MLX's OpenBLAS (MLX's own CPU
+#     stream computes on one thread)
+#   BACKENDS ["candle tch mlx mlx-reference-blas"]: mlx runs on the BLAS tools/setup_mlx.sh linked
+#     (OpenBLAS where it could); mlx-reference-blas is the same MLX library with the reference BLAS
+#     the mlx-cpu wheel bundles preloaded (LD_PRELOAD): how much of MLX's CPU time is its BLAS.
+#     Skipped when the setup kept no *.reference copy (it then runs on the reference BLAS anyway).
 #   IDLE_QUIET_S [30] IDLE_MAX_WAIT_S [600]: before measuring, wait until no rustc/cargo/cc1plus/
 #     clippy-driver process has run for IDLE_QUIET_S seconds in a row, at most IDLE_MAX_WAIT_S
 #   PERF [1]: record a perf profile of MLX on each checkpoint (skipped without perf)
@@ -42,11 +42,13 @@ PROMPT_TOKENS="${PROMPT_TOKENS:-32}"
 GEN_TOKENS="${GEN_TOKENS:-16}"
 RUNS="${RUNS:-2}"
 THREADS="${THREADS:-1}"
-BACKENDS="${BACKENDS:-candle tch mlx mlx-openblas}"
-OPENBLAS="${OPENBLAS:-/usr/lib/x86_64-linux-gnu/libopenblas.so.0}"
-if [[ " $BACKENDS " == *" mlx-openblas "* ]] && [ ! -e "$OPENBLAS" ]; then
-  echo "no $OPENBLAS: leaving out mlx-openblas (apt-get install libopenblas0-pthread)" >&2
-  BACKENDS="${BACKENDS/mlx-openblas/}"
+BACKENDS="${BACKENDS:-candle tch mlx mlx-reference-blas}"
+MLX_LIBS="$(ls -d "${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}"/mlx/lib/python3.*/site-packages/mlx_cpu.libs 2>/dev/null | head -1)"
+MLX_BLAS="$(find "$MLX_LIBS" -maxdepth 1 -name 'libblas-*.so.*' ! -name '*.reference' 2>/dev/null | head -1)"
+REFERENCE_BLAS="$(find "$MLX_LIBS" -maxdepth 1 -name 'libblas-*.so.*.reference' 2>/dev/null | head -1)"
+if [[ " $BACKENDS " == *" mlx-reference-blas "* ]] && [ -z "$REFERENCE_BLAS" ]; then
+  echo "no reference BLAS kept beside $MLX_BLAS: leaving out mlx-reference-blas" >&2
+  BACKENDS="${BACKENDS/mlx-reference-blas/}"
 fi
 IDLE_QUIET_S="${IDLE_QUIET_S:-30}"
 IDLE_MAX_WAIT_S="${IDLE_MAX_WAIT_S:-600}"
@@ -105,7 +107,7 @@ cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
 mlx_version="$(ls -d "${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}"/mlx/lib/python3.*/site-packages/mlx_cpu-*.dist-info 2>/dev/null \
   | sed 's/.*mlx_cpu-\(.*\)\.dist-info/\1/' | head -1)"
 cat > "$OUT/machine.json" <<EOF
-{"cpu": "$cpu", "cores": $(nproc), "commit": "$commit", "profile": "$PROFILE", "date": "$(date -u +%FT%TZ)", "mlx_cpu": "$mlx_version",
+{"cpu": "$cpu", "cores": $(nproc), "commit": "$commit", "profile": "$PROFILE", "date": "$(date -u +%FT%TZ)", "mlx_cpu": "$mlx_version", "mlx_blas": "$(readlink -f "$MLX_BLAS")",
  "threads": $THREADS, "prompt_tokens": $PROMPT_TOKENS, "gen_tokens": $GEN_TOKENS, "runs": $RUNS}
 EOF
 
@@ -131,7 +133,7 @@ measure() {
   local sampler=$! la0 rc=0
   la0="$(cut -d' ' -f1 /proc/loadavg)"
   (cd "$OUT" && env INFER_CONFIG="$OUT/plugins.toml" RAYON_NUM_THREADS="$THREADS" CANDLE_NUM_THREADS="$THREADS" \
-    INFER_TCH_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" "$@") > "$OUT/$name.out" 2> "$OUT/$name.err" || rc=$?
+    INFER_TCH_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" "$@") > "$OUT/$name.out" 2> "$OUT/$name.err" || rc=$?
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
   echo "$la0 $(cut -d' ' -f1 /proc/loadavg)" > "$OUT/$name.loadavg"
   [ "$rc" = 0 ] || { echo "$name failed (rc $rc):" >&2; tail -5 "$OUT/$name.err" >&2; exit 1; }
@@ -144,9 +146,9 @@ bench_args() { # KEY
 for k in "${keys[@]}"; do
   for b in $BACKENDS; do
     echo "$k: $b..." >&2
-    if [ "$b" = mlx-openblas ]; then
+    if [ "$b" = mlx-reference-blas ]; then
       # shellcheck disable=SC2046
-      measure "bench-$k-$b" env LD_PRELOAD="$OPENBLAS" OPENBLAS_NUM_THREADS="$THREADS" "$OUT/infer" bench \
+      measure "bench-$k-$b" env LD_PRELOAD="$REFERENCE_BLAS" "$OUT/infer" bench \
         --backend mlx $(bench_args "$k") --runs "$RUNS" --json
     else
       # shellcheck disable=SC2046
@@ -165,10 +167,10 @@ done
 
 if [ "$PERF" = 1 ] && [[ " $BACKENDS " == *" mlx "* ]] && command -v perf >/dev/null; then
   for k in "${keys[@]}"; do
-    for b in mlx mlx-openblas; do
+    for b in mlx mlx-reference-blas; do
       [[ " $BACKENDS " == *" $b "* ]] || continue
       preload=()
-      [ "$b" = mlx-openblas ] && preload=(LD_PRELOAD="$OPENBLAS" OPENBLAS_NUM_THREADS="$THREADS")
+      [ "$b" = mlx-reference-blas ] && preload=(LD_PRELOAD="$REFERENCE_BLAS")
       echo "$k: $b under perf..." >&2
       # shellcheck disable=SC2046
       measure "perf-$k-$b" env "${preload[@]}" perf record -g -o "$OUT/perf-$k-$b.data" "$OUT/infer" bench \

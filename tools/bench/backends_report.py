@@ -25,8 +25,8 @@ from pathlib import Path
 NAMES = {"gemma": "Gemma 3 270M Q4_K_M (GGUF)", "qwen3-tiny": "Qwen3 fixture qwen3/gqa (2 layers, d 64)",
          "qwen3-bf16": "Qwen3-0.6B shape, random (bf16 safetensors)"}
 COMPUTE = {"candle": {"gemma": "Q4_K/Q6_K kernels"}, "tch": {"gemma": "f32, dequantized at load"},
-           "mlx": {"gemma": "f32, dequantized at load"}, "mlx-openblas": {"gemma": "f32, dequantized at load"}}
-BACKEND_NAMES = {"mlx": "mlx (wheel's reference BLAS)", "mlx-openblas": "mlx, OpenBLAS preloaded"}
+           "mlx": {"gemma": "f32, dequantized at load"}, "mlx-reference-blas": {"gemma": "f32, dequantized at load"}}
+VARIANTS = ("mlx-reference-blas", "candle", "tch", "mlx")
 LINE = re.compile(r"^mlx (\S+): (\d+) ops, graph building (\d+) us, evaluation (\d+) us")
 
 
@@ -56,7 +56,7 @@ def main() -> None:
     rows = []
     for p in benches:
         stem = p.stem[len("bench-"):]
-        backend = next(b for b in ("mlx-openblas", "candle", "tch", "mlx") if stem.endswith("-" + b))
+        backend = next(b for b in VARIANTS if stem.endswith("-" + b))
         key = stem[: -len(backend) - 1]
         res = json.loads(p.read_text())
         marks = (d / f"{p.stem}.contention").read_text().split()
@@ -64,21 +64,23 @@ def main() -> None:
         rows.append((key, backend, res, marks, la))
     print(
         f"Prompt {machine['prompt_tokens']} tokens, {machine['gen_tokens']} generated (greedy, EOS ignored), "
-        f"median of {machine['runs']} timed runs after 1 warm-up, {machine['threads']} thread(s) for candle and "
-        f"tch; one `infer` binary ({machine['profile']} profile) with tch and MLX (mlx-cpu {machine['mlx_cpu']}) as plugin "
-        f"libraries; commit {machine['commit']}, {machine['date']}. Machine: {machine['cpu']} "
+        f"median of {machine['runs']} timed runs after 1 warm-up, {machine['threads']} thread(s) for candle, "
+        f"tch and OpenBLAS; one `infer` binary ({machine['profile']} profile) with tch and MLX (mlx-cpu {machine['mlx_cpu']}, BLAS "
+        f"{machine.get('mlx_blas', '?')}) as plugin libraries; commit {machine['commit']}, {machine['date']}. Machine: {machine['cpu']} "
         f"({machine['cores']} cores); idle before measuring: {'yes' if idle['idle'] else 'NO'} ({idle['note']})."
     )
     print()
     print("| checkpoint | backend | compute | prefill tok/s | decode tok/s | decode vs candle | TTFT ms "
           "| peak memory MB | load s | contended s | load avg |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    blas = "OpenBLAS" if "openblas" in machine.get("mlx_blas", "") else "reference BLAS"
+    names = {"mlx": f"mlx ({blas})", "mlx-reference-blas": "mlx, wheel's reference BLAS preloaded"}
     candle = {k: r["decode_tok_s"] for k, b, r, _, _ in rows if b == "candle"}
     for key, backend, res, marks, la in rows:
         vs = res["decode_tok_s"] / candle[key] if key in candle and candle[key] else None
         compute = COMPUTE.get(backend, {}).get(key, res["dtype"])
         print(
-            f"| {NAMES.get(key, key)} | {BACKEND_NAMES.get(backend, backend)} | {compute} | {fmt(res['prefill_tok_s'])} "
+            f"| {NAMES.get(key, key)} | {names.get(backend, backend)} | {compute} | {fmt(res['prefill_tok_s'])} "
             f"| {fmt(res['decode_tok_s'])} | {fmt(vs, 2)}x | {fmt(res['ttft_ms'], 0)} | {fmt(res['peak_rss_mb'], 0)} "
             f"| {fmt(res['load_seconds'], 2)} | {marks.count('1')}/{len(marks)} | {la[0]} → {la[1]} |"
         )
@@ -108,10 +110,10 @@ def main() -> None:
 
     for p in sorted(d.glob("perf-*.dso.txt")):
         stem = p.name[len("perf-"):-len(".dso.txt")]
-        backend = "mlx-openblas" if stem.endswith("-mlx-openblas") else "mlx"
+        backend = "mlx-reference-blas" if stem.endswith("-mlx-reference-blas") else "mlx"
         key = stem[: -len(backend) - 1]
         print()
-        print(f"perf profile of {BACKEND_NAMES[backend]} on {NAMES.get(key, key)} (one warm-up + one timed "
+        print(f"perf profile of {names[backend]} on {NAMES.get(key, key)} (one warm-up + one timed "
               "generation, load included), by shared object and by symbol:")
         print()
         print("```")
