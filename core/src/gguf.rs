@@ -73,6 +73,14 @@ impl GgufFile {
             // Shape and offset are the file's word: their products and sums may not fit in 64 bits.
             let range = byte_range(self.content.tensor_data_offset, info.offset, dtype, info.shape.dims())
                 .ok_or_else(|| self.err(format!("tensor `{name}` has an impossible size or offset")))?;
+            // The spec's rule, and candle reads block structs (f32/f16 fields) in place.
+            if info.offset % self.alignment() != 0 || range.start % 4 != 0 {
+                return Err(self.err(format!(
+                    "tensor `{name}` at offset {} is not aligned (general.alignment {})",
+                    info.offset,
+                    self.alignment()
+                )));
+            }
             if range.end > self.mmap.len() {
                 return Err(self.err(format!(
                     "tensor `{name}` ends at byte {} but the file has {} bytes (truncated?)",
@@ -82,6 +90,20 @@ impl GgufFile {
             }
         }
         Ok(())
+    }
+
+    /// `general.alignment` as candle's parser reads it (32 when absent).
+    fn alignment(&self) -> u64 {
+        match self.content.metadata.get("general.alignment") {
+            Some(Value::U8(v)) => u64::from(*v),
+            Some(Value::U16(v)) => u64::from(*v),
+            Some(Value::U32(v)) => u64::from(*v),
+            Some(Value::I8(v)) if *v > 0 => *v as u64,
+            Some(Value::I16(v)) if *v > 0 => *v as u64,
+            Some(Value::I32(v)) if *v > 0 => *v as u64,
+            _ => 32,
+        }
+        .max(1)
     }
 
     fn err(&self, message: String) -> Error {
@@ -168,29 +190,31 @@ fn byte_range(data_offset: u64, offset: u64, dtype: DType, shape: &[usize]) -> O
     Some(start..start.checked_add(bytes)?)
 }
 
-/// The integer value of `general.alignment` in a GGUF header, found by walking the metadata
-/// entries ahead of candle's parser; `None` when absent, not an integer, or the header is
-/// malformed (candle then says what is wrong).
+/// The integer value of `general.alignment` in a GGUF header (the last one, as candle keeps),
+/// found by walking the metadata entries ahead of candle's parser; `None` when absent, not an
+/// integer, or the header is malformed (candle then says what is wrong).
 fn declared_alignment(data: &[u8]) -> Option<u64> {
     let mut r = HeaderReader { data, pos: 4 };
     let wide = r.take::<4>().map(u32::from_le_bytes)? >= 2; // v1 has 32-bit counts and lengths
     r.len(wide)?; // tensor count
     let entries = r.len(wide)?;
+    let mut alignment = None;
     for _ in 0..entries {
         let key_len = r.len(wide)?;
         let is_alignment = r.bytes(key_len)? == b"general.alignment";
         let kind = r.take::<4>().map(u32::from_le_bytes)?;
         if is_alignment {
-            return match kind {
+            alignment = match kind {
                 0 | 1 => r.take::<1>().map(|b| u64::from(b[0])),
                 2 | 3 => r.take::<2>().map(|b| u64::from(u16::from_le_bytes(b))),
                 4 | 5 => r.take::<4>().map(|b| u64::from(u32::from_le_bytes(b))),
-                _ => None,
+                _ => r.skip_value(kind, wide, 0).and(None),
             };
+        } else {
+            r.skip_value(kind, wide, 0)?;
         }
-        r.skip_value(kind, wide, 0)?;
     }
-    None
+    alignment
 }
 
 struct HeaderReader<'a> {
