@@ -62,7 +62,7 @@ fn run_streams_text_for_a_text_prompt() {
 #[test]
 fn sampling_is_reproducible_with_a_seed() {
     let dir = fixture("qwen3/gqa");
-    let args = |seed: &str| {
+    let run = |seed: &str, temperature: &str| {
         let o = infer(&[
             "run",
             "-m",
@@ -72,7 +72,7 @@ fn sampling_is_reproducible_with_a_seed() {
             "--max-tokens",
             "16",
             "--temperature",
-            "0.9",
+            temperature,
             "--top-k",
             "40",
             "--top-p",
@@ -90,8 +90,13 @@ fn sampling_is_reproducible_with_a_seed() {
         let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
         v["tokens"].clone()
     };
-    assert_eq!(args("1"), args("1"));
-    assert_ne!(args("1"), args("2"), "another seed must give another sample");
+    let (one, two) = (run("1", "0.9"), run("2", "0.9"));
+    assert_eq!(one, run("1", "0.9"));
+    assert_ne!(one, two, "another seed must give another sample");
+    // Each seed samples: neither sequence is the greedy one.
+    let greedy = run("1", "0");
+    assert_ne!(one, greedy, "seed 1 gave the greedy tokens");
+    assert_ne!(two, greedy, "seed 2 gave the greedy tokens");
 }
 
 /// With no sampling flags `run` samples (the checkpoint's or the built-in defaults), and

@@ -32,6 +32,10 @@ impl GgufFile {
         if mmap.len() < 4 || &mmap[..4] != b"GGUF" {
             return Err(Error::checkpoint(path, "not a GGUF file (bad magic)"));
         }
+        // candle's parser divides by this without checking it (candle-core 0.11.1).
+        if declared_alignment(&mmap) == Some(0) {
+            return Err(Error::checkpoint(path, "invalid GGUF header (general.alignment is 0)"));
+        }
         let mut cursor = std::io::Cursor::new(&mmap[..]);
         let content = Content::read(&mut cursor).map_err(|e| {
             // candle appends a backtrace when RUST_BACKTRACE is set: keep the message line.
@@ -66,16 +70,40 @@ impl GgufFile {
         for (name, info) in &self.content.tensor_infos {
             let dtype = convert(info.ggml_dtype)
                 .ok_or_else(|| self.err(format!("tensor `{name}` has unsupported type {:?}", info.ggml_dtype)))?;
-            let start = self.content.tensor_data_offset + info.offset;
-            let end = start + dtype.storage_bytes(info.shape.elem_count()) as u64;
-            if end > self.mmap.len() as u64 {
+            // Shape and offset are the file's word: their products and sums may not fit in 64 bits.
+            let range = byte_range(self.content.tensor_data_offset, info.offset, dtype, info.shape.dims())
+                .ok_or_else(|| self.err(format!("tensor `{name}` has an impossible size or offset")))?;
+            // The spec's rule, and candle reads block structs (f32/f16 fields) in place.
+            if info.offset % self.alignment() != 0 || range.start % 4 != 0 {
                 return Err(self.err(format!(
-                    "tensor `{name}` ends at byte {end} but the file has {} bytes (truncated?)",
+                    "tensor `{name}` at offset {} is not aligned (general.alignment {})",
+                    info.offset,
+                    self.alignment()
+                )));
+            }
+            if range.end > self.mmap.len() {
+                return Err(self.err(format!(
+                    "tensor `{name}` ends at byte {} but the file has {} bytes (truncated?)",
+                    range.end,
                     self.mmap.len()
                 )));
             }
         }
         Ok(())
+    }
+
+    /// `general.alignment` as candle's parser reads it (32 when absent).
+    fn alignment(&self) -> u64 {
+        match self.content.metadata.get("general.alignment") {
+            Some(Value::U8(v)) => u64::from(*v),
+            Some(Value::U16(v)) => u64::from(*v),
+            Some(Value::U32(v)) => u64::from(*v),
+            Some(Value::I8(v)) if *v > 0 => *v as u64,
+            Some(Value::I16(v)) if *v > 0 => *v as u64,
+            Some(Value::I32(v)) if *v > 0 => *v as u64,
+            _ => 32,
+        }
+        .max(1)
     }
 
     fn err(&self, message: String) -> Error {
@@ -146,9 +174,96 @@ impl GgufFile {
     pub fn tensor(&self, name: &str) -> Option<GgufTensor<'_>> {
         let info = self.content.tensor_infos.get(name)?;
         let dtype = convert(info.ggml_dtype)?;
-        let start = (self.content.tensor_data_offset + info.offset) as usize;
-        let end = start + dtype.storage_bytes(info.shape.elem_count());
-        Some(GgufTensor { dtype, shape: info.shape.dims().to_vec(), bytes: &self.mmap[start..end] })
+        // Checked by `open`: the range fits and lies inside the file.
+        let range = byte_range(self.content.tensor_data_offset, info.offset, dtype, info.shape.dims())?;
+        Some(GgufTensor { dtype, shape: info.shape.dims().to_vec(), bytes: self.mmap.get(range)? })
+    }
+}
+
+/// The bytes of a tensor of `dtype` and `shape` at `offset` into the data section; `None` when
+/// that overflows.
+fn byte_range(data_offset: u64, offset: u64, dtype: DType, shape: &[usize]) -> Option<std::ops::Range<usize>> {
+    let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))?;
+    let (per_block, block_bytes) = dtype.block();
+    let bytes = elements.div_ceil(per_block).checked_mul(block_bytes)?;
+    let start = usize::try_from(data_offset.checked_add(offset)?).ok()?;
+    Some(start..start.checked_add(bytes)?)
+}
+
+/// The integer value of `general.alignment` in a GGUF header (the last one, as candle keeps),
+/// found by walking the metadata entries ahead of candle's parser; `None` when absent, not an
+/// integer, or the header is malformed (candle then says what is wrong).
+fn declared_alignment(data: &[u8]) -> Option<u64> {
+    let mut r = HeaderReader { data, pos: 4 };
+    let wide = r.take::<4>().map(u32::from_le_bytes)? >= 2; // v1 has 32-bit counts and lengths
+    r.len(wide)?; // tensor count
+    let entries = r.len(wide)?;
+    let mut alignment = None;
+    for _ in 0..entries {
+        let key_len = r.len(wide)?;
+        let is_alignment = r.bytes(key_len)? == b"general.alignment";
+        let kind = r.take::<4>().map(u32::from_le_bytes)?;
+        if is_alignment {
+            alignment = match kind {
+                0 | 1 => r.take::<1>().map(|b| u64::from(b[0])),
+                2 | 3 => r.take::<2>().map(|b| u64::from(u16::from_le_bytes(b))),
+                4 | 5 => r.take::<4>().map(|b| u64::from(u32::from_le_bytes(b))),
+                _ => r.skip_value(kind, wide, 0).and(None),
+            };
+        } else {
+            r.skip_value(kind, wide, 0)?;
+        }
+    }
+    alignment
+}
+
+struct HeaderReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl HeaderReader<'_> {
+    fn bytes(&mut self, n: u64) -> Option<&[u8]> {
+        let end = self.pos.checked_add(usize::try_from(n).ok()?)?;
+        let b = self.data.get(self.pos..end)?;
+        self.pos = end;
+        Some(b)
+    }
+
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.bytes(N as u64)?.try_into().ok()
+    }
+
+    fn len(&mut self, wide: bool) -> Option<u64> {
+        if wide {
+            self.take::<8>().map(u64::from_le_bytes)
+        } else {
+            self.take::<4>().map(|b| u64::from(u32::from_le_bytes(b)))
+        }
+    }
+
+    /// Skips one value of GGUF type `kind` (arrays nest at most a few levels deep).
+    fn skip_value(&mut self, kind: u32, wide: bool, depth: u32) -> Option<()> {
+        let fixed = match kind {
+            0 | 1 | 7 => 1,
+            2 | 3 => 2,
+            4..=6 => 4,
+            10..=12 => 8,
+            8 => {
+                let n = self.len(wide)?;
+                return self.bytes(n).map(drop);
+            }
+            9 if depth < 4 => {
+                let elem = self.take::<4>().map(u32::from_le_bytes)?;
+                let n = self.len(wide)?;
+                for _ in 0..n {
+                    self.skip_value(elem, wide, depth + 1)?;
+                }
+                return Some(());
+            }
+            _ => return None,
+        };
+        self.bytes(fixed).map(drop)
     }
 }
 

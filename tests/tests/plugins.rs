@@ -1,5 +1,6 @@
 //! Plugin libraries: loading by config, the out-of-tree example plugin, and every error path of
-//! the loader (missing file, not a library, no root module, wrong ABI, panics, duplicate names).
+//! the loader (missing file, not a library, no root module, wrong ABI, another infer-core version,
+//! panics, duplicate names).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,6 +41,14 @@ fn library_without_root_module_is_a_clear_error() {
 fn library_with_wrong_abi_is_a_clear_error() {
     let msg = load_err(&plugin_library("infer_test_wrong_abi"));
     assert!(msg.contains("infer_test_wrong_abi") && msg.contains("ABI mismatch"), "{msg}");
+}
+
+#[test]
+fn library_built_against_another_core_version_is_a_clear_error() {
+    let msg = load_err(&plugin_library("infer_test_other_version"));
+    assert!(msg.contains("infer_test_other_version") && msg.contains("built against another infer-core version"), "{msg}");
+    assert!(msg.contains("0.0.9") && msg.contains(env!("CARGO_PKG_VERSION")), "both versions named: {msg}");
+    assert_eq!(msg.lines().count(), 1, "one line: {msg}");
 }
 
 #[test]

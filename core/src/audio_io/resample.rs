@@ -14,9 +14,21 @@ use crate::{Error, Result};
 
 const CHUNK: usize = 1024;
 
+/// Sample rates audio comes in. The FFT sizes grow with the reduced ratio of the two rates: a
+/// file claiming 1 Hz or 4 GHz would need gigabytes.
+pub const SAMPLE_RATES: std::ops::RangeInclusive<u32> = 1_000..=768_000;
+
+/// The largest sample magnitude resampled. Audio lies within ±1; an FFT of up to a few million
+/// points sums values this large without reaching f32's range.
+const MAX_SAMPLE: f32 = 1e12;
+
 fn fft_resampler(from: u32, to: u32) -> Result<Fft<f32>> {
-    if from == 0 || to == 0 {
-        return Err(Error::invalid(format!("cannot resample from {from} Hz to {to} Hz")));
+    if !SAMPLE_RATES.contains(&from) || !SAMPLE_RATES.contains(&to) {
+        return Err(Error::invalid(format!(
+            "cannot resample from {from} Hz to {to} Hz: sample rates must be {} to {} Hz",
+            SAMPLE_RATES.start(),
+            SAMPLE_RATES.end()
+        )));
     }
     Fft::<f32>::new(from as usize, to as usize, CHUNK, 1, FixedSync::Input)
         .map_err(|e| Error::invalid(format!("resampler {from} Hz -> {to} Hz: {e}")))
@@ -95,8 +107,17 @@ impl StreamResampler {
         Ok(())
     }
 
-    /// Adds input; returns the output samples that are ready.
+    /// Adds input; returns the output samples that are ready. A NaN, infinite or absurdly large
+    /// sample is an error: rubato's FFT panics on the NaN it gives (huge values overflow to
+    /// infinity in the FFT's sums).
     pub fn push(&mut self, samples: &[f32]) -> Result<Vec<f32>> {
+        if let Some(i) = samples.iter().position(|v| !(v.abs() <= MAX_SAMPLE)) {
+            return Err(Error::invalid(format!(
+                "cannot resample: sample {} is {} (audio samples must be finite and within ±{MAX_SAMPLE:e})",
+                self.consumed + i,
+                samples[i]
+            )));
+        }
         self.pending.extend_from_slice(samples);
         self.consumed += samples.len();
         let mut ready = Vec::new();

@@ -35,7 +35,8 @@ impl RootModule for PluginLibraryRef {
     declare_root_module_statics! {PluginLibraryRef}
     const BASE_NAME: &'static str = "infer_plugin";
     const NAME: &'static str = "infer_plugin";
-    // infer-core's version: host and plugin must agree on it (0.x: same minor).
+    // infer-core's version. abi_stable refuses a library of another major version or, in 0.x, of
+    // an older minor; a newer minor goes on to the layout check.
     const VERSION_STRINGS: VersionStrings = package_version_strings!();
 }
 
@@ -60,9 +61,10 @@ pub fn load_library(path: &Path) -> Result<LoadedLibrary> {
                     .to_string()
             }
             LibraryError::InvalidAbiHeader(_) => format!("built with an incompatible abi_stable: {e}"),
-            LibraryError::IncompatibleVersionNumber { .. } => {
-                format!("built against another infer-core version: {e}")
-            }
+            // abi_stable's own text spans four lines: say it on one.
+            LibraryError::IncompatibleVersionNumber { expected_version, actual_version, .. } => format!(
+                "built against another infer-core version ({actual_version}; this is {expected_version}): rebuild the plugin against this infer-core"
+            ),
             LibraryError::AbiInstability(_) => {
                 format!(
                     "ABI mismatch: its plugin interface does not match this infer-core ({}); rebuild the plugin against this infer-core",

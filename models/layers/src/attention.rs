@@ -1,7 +1,7 @@
 //! Multi-head self-attention with grouped-query K/V, optional per-head q/k RMSNorm (Qwen3,
 //! Gemma 3) and a KV cache.
 
-use infer_core::{AttentionOpts, LayerCache, Result, Tensor, Weights};
+use infer_core::{AttentionOpts, Error, LayerCache, Result, Tensor, Weights};
 
 use crate::{Linear, RmsNorm, RopeAngles};
 
@@ -24,6 +24,28 @@ pub struct AttentionConfig {
     pub softcap: f32,
 }
 
+impl AttentionConfig {
+    /// Head counts a config file may get wrong: zero heads, query heads that do not split into
+    /// the K/V groups, an odd head size (RoPE rotates pairs), sizes past `usize`.
+    fn check(&self) -> Result<()> {
+        let (heads, kv, d) = (self.num_heads, self.num_kv_heads, self.head_dim);
+        let bad = |why: String| Err(Error::invalid(format!("attention with {heads} heads, {kv} key/value heads of size {d}: {why}")));
+        if heads == 0 || kv == 0 || d == 0 {
+            return bad("every count must be at least 1".into());
+        }
+        if heads % kv != 0 {
+            return bad("the heads must split evenly into the key/value groups".into());
+        }
+        if d % 2 != 0 {
+            return bad("the head size must be even".into());
+        }
+        if heads.checked_mul(d).is_none() {
+            return bad("too large".into());
+        }
+        Ok(())
+    }
+}
+
 pub struct SelfAttention {
     q: Linear,
     k: Linear,
@@ -36,6 +58,7 @@ pub struct SelfAttention {
 
 impl SelfAttention {
     pub fn load(w: &Weights, cfg: AttentionConfig) -> Result<Self> {
+        cfg.check()?;
         let (h, d) = (cfg.hidden, cfg.head_dim);
         let norm = |name: &str| {
             cfg.qk_norm_eps.map(|eps| RmsNorm::load_offset(&w.prefixed(name), d, eps, cfg.qk_norm_offset)).transpose()

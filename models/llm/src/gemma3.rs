@@ -69,10 +69,17 @@ fn from_config(dir: &Path) -> Result<GemmaParams> {
         return Err(Error::config(&cfg_path, "final_logit_softcapping is not supported (Gemma 3 has none)"));
     }
     let pattern = c.sliding_window_pattern.unwrap_or(6);
-    let sliding = match &c.layer_types {
+    let sliding: Vec<bool> = match &c.layer_types {
         Some(types) => types.iter().map(|t| t == "sliding_attention").collect(),
+        None if pattern == 0 => return Err(Error::config(&cfg_path, "sliding_window_pattern must be at least 1")),
         None => (0..c.num_hidden_layers).map(|i| (i + 1) % pattern != 0).collect(),
     };
+    if sliding.len() != c.num_hidden_layers {
+        return Err(Error::config(
+            &cfg_path,
+            format!("layer_types lists {} layers but num_hidden_layers is {}", sliding.len(), c.num_hidden_layers),
+        ));
+    }
     let params = c.rope_parameters.as_ref();
     Ok(GemmaParams {
         hp: HParams {

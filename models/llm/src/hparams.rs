@@ -34,7 +34,7 @@ impl HParams {
             layers: g.usize(&key("block_count"))?,
             heads,
             kv_heads: g.usize(&key("attention.head_count_kv")).unwrap_or(heads),
-            head_dim: g.usize(&key("attention.key_length")).unwrap_or(hidden / heads),
+            head_dim: g.usize(&key("attention.key_length")).unwrap_or(hidden.checked_div(heads).unwrap_or(0)),
             max_positions: g.usize(&key("context_length"))?,
             rms_eps: g.f64(&key("attention.layer_norm_rms_epsilon"))?,
             rope_theta: g.f64(&key("rope.freq_base")).unwrap_or(10_000.0),

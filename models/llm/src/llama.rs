@@ -78,7 +78,7 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
                 layers: c.num_hidden_layers,
                 heads: c.num_attention_heads,
                 kv_heads: c.num_key_value_heads.unwrap_or(c.num_attention_heads),
-                head_dim: c.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads),
+                head_dim: c.head_dim.unwrap_or(c.hidden_size.checked_div(c.num_attention_heads).unwrap_or(0)),
                 max_positions: c.max_position_embeddings,
                 rms_eps: c.rms_norm_eps,
                 rope_theta: rope_theta(c.rope_theta, c.rope_parameters.as_ref(), 500_000.0),

@@ -39,7 +39,7 @@ impl QwenConfig {
             layers: self.num_hidden_layers,
             heads: self.num_attention_heads,
             kv_heads: self.num_key_value_heads,
-            head_dim: self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads),
+            head_dim: self.head_dim.unwrap_or(self.hidden_size.checked_div(self.num_attention_heads).unwrap_or(0)),
             max_positions: self.max_position_embeddings,
             rms_eps: self.rms_norm_eps,
             rope_theta: rope_theta(self.rope_theta, self.rope_parameters.as_ref(), 1_000_000.0),

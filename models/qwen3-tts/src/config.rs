@@ -45,7 +45,7 @@ pub struct DecoderDims {
 
 impl DecoderDims {
     pub fn head_dim(&self) -> usize {
-        self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads)
+        self.head_dim.unwrap_or(self.hidden_size.checked_div(self.num_attention_heads).unwrap_or(0))
     }
 }
 

@@ -129,6 +129,9 @@ fn read_pt(path: &Path) -> Result<VoiceRows> {
         }
         other => other,
     };
+    if !tensor_record_is_complete(&obj) {
+        return Err(bad("unreadable tensor record: not a torch tensor as torch.save writes it".into()));
+    }
     let archive = Path::new(pkl.strip_suffix(".pkl").unwrap_or(&pkl));
     let info = obj
         .into_tensor_info(Object::Unicode("embedding".into()), archive)
@@ -144,22 +147,61 @@ fn read_pt(path: &Path) -> Result<VoiceRows> {
         return Err(bad(format!("voice tensor is not contiguous ({:?})", info.layout)));
     }
     let shape = info.layout.dims().to_vec();
-    let len = shape.iter().product::<usize>() * dtype.storage_bytes(1);
+    let too_large = || bad(format!("voice tensor of shape {shape:?} is too large"));
+    let len = shape.iter().try_fold(dtype.storage_bytes(1), |n, &d| n.checked_mul(d)).ok_or_else(too_large)?;
     let start = info.layout.start_offset();
+    let end = start.checked_add(len).ok_or_else(too_large)?;
     let mut data = Vec::new();
     zip.by_name(&info.path)
         .map_err(|e| bad(format!("tensor data `{}`: {e}", info.path)))?
         .read_to_end(&mut data)
         .map_err(|e| Error::io(path, e))?;
-    if start + len > data.len() {
-        return Err(bad(format!(
-            "tensor data `{}` has {} bytes, the tensor needs {}",
-            info.path,
-            data.len(),
-            start + len
-        )));
+    if end > data.len() {
+        return Err(bad(format!("tensor data `{}` has {} bytes, the tensor needs {end}", info.path, data.len())));
     }
-    two_dims(path, dtype, &shape, data[start..start + len].to_vec())
+    two_dims(path, dtype, &shape, data[start..end].to_vec())
+}
+
+/// Whether a pickled tensor record has every part candle's `into_tensor_info` takes out of it
+/// (it indexes the argument tuples without checking their lengths, candle-core 0.11.1):
+/// `_rebuild_tensor_v2(storage, offset, size, stride, ...)`, possibly wrapped in
+/// `_rebuild_parameter(tensor, ...)` or `_rebuild_from_type_v2(func, type, args, ...)`, with
+/// `storage` a persistent id `(tag, class, key, location, size)` and a sane offset.
+fn tensor_record_is_complete(obj: &Object) -> bool {
+    let Object::Reduce { callable, args } = obj else { return true }; // not a tensor: candle says so
+    let tuple = |o: &Object, n: usize| matches!(o, Object::Tuple(v) if v.len() >= n);
+    let (callable, args) = match (&**callable, &**args) {
+        (Object::Class { module_name, class_name }, Object::Tuple(a))
+            if module_name == "torch._tensor" && class_name == "_rebuild_from_type_v2" =>
+        {
+            match a.as_slice() {
+                [inner, _, rebuild_args, ..] => (inner, rebuild_args),
+                _ => return false,
+            }
+        }
+        (Object::Class { module_name, class_name }, a)
+            if module_name == "torch._utils" && class_name == "_rebuild_parameter" =>
+        {
+            match a {
+                Object::Tuple(v) if !v.is_empty() => return tensor_record_is_complete(&v[0]),
+                _ => return false,
+            }
+        }
+        (c, a) => (c, a),
+    };
+    if !matches!(callable, Object::Class { module_name, class_name }
+        if module_name == "torch._utils" && class_name == "_rebuild_tensor_v2")
+    {
+        return true; // not a tensor: candle says so
+    }
+    let Object::Tuple(a) = args else { return false };
+    let [storage, offset, _size, _stride, ..] = a.as_slice() else { return false };
+    let offset_ok = match offset {
+        Object::Int(o) => *o >= 0,
+        Object::Long(o) => (0..1 << 40).contains(o),
+        _ => true, // candle rejects it
+    };
+    offset_ok && matches!(storage, Object::PersistentLoad(p) if tuple(p, 5))
 }
 
 fn two_dims(path: &Path, dtype: DType, shape: &[usize], bytes: Vec<u8>) -> Result<VoiceRows> {

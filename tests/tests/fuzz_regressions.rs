@@ -1,0 +1,225 @@
+//! Inputs the fuzz targets (fuzz/, tools/fuzz.sh) found crashing a reader, each made small and
+//! rebuilt here: every one must now be a clean error (or a clean result), never a panic.
+//! docs/reliability.md lists them.
+
+use std::path::Path;
+
+use infer_core::audio::Audio;
+use infer_core::audio_io::{decode_audio, resample, StreamResampler};
+use infer_core::{DType, GgufFile, ModelLoadOptions};
+use infer_tests::{copy_dir, fixture};
+
+/// A GGUF v3 file from raw parts: metadata entries `(key, type, value bytes)` and tensor infos
+/// `(name, dims as GGUF stores them, ggml type, offset)`, then `data` at the default alignment.
+fn gguf(meta: &[(&str, u32, Vec<u8>)], tensors: &[(&str, &[u64], u32, u64)], data: &[u8]) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend((tensors.len() as u64).to_le_bytes());
+    b.extend((meta.len() as u64).to_le_bytes());
+    let string = |b: &mut Vec<u8>, s: &str| {
+        b.extend((s.len() as u64).to_le_bytes());
+        b.extend(s.as_bytes());
+    };
+    for (key, kind, value) in meta {
+        string(&mut b, key);
+        b.extend(kind.to_le_bytes());
+        b.extend(value);
+    }
+    for (name, dims, kind, offset) in tensors {
+        string(&mut b, name);
+        b.extend((dims.len() as u32).to_le_bytes());
+        for d in *dims {
+            b.extend(d.to_le_bytes());
+        }
+        b.extend(kind.to_le_bytes());
+        b.extend(offset.to_le_bytes());
+    }
+    b.resize(b.len().div_ceil(32) * 32, 0);
+    b.extend(data);
+    b
+}
+
+const GGUF_U32: u32 = 4;
+const GGML_F32: u32 = 0;
+
+fn open_err(bytes: &[u8]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fuzz.gguf");
+    std::fs::write(&path, bytes).unwrap();
+    match GgufFile::open(&path) {
+        Ok(_) => panic!("opened"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// gguf_file: candle's parser divides by `general.alignment`.
+#[test]
+fn gguf_with_zero_alignment_is_an_error() {
+    let meta = [("general.alignment", GGUF_U32, 0u32.to_le_bytes().to_vec())];
+    let msg = open_err(&gguf(&meta, &[("t", &[4], GGML_F32, 0)], &[0; 16]));
+    assert!(msg.contains("general.alignment is 0"), "{msg}");
+}
+
+/// gguf_file: a tensor offset near 2^64 overflowed the start + offset sum.
+#[test]
+fn gguf_tensor_offset_overflow_is_an_error() {
+    let msg = open_err(&gguf(&[], &[("t", &[4], GGML_F32, u64::MAX - 8)], &[0; 16]));
+    assert!(msg.contains("tensor `t`") && msg.contains("impossible size or offset"), "{msg}");
+}
+
+/// gguf_file: a tensor at an offset that is no multiple of the alignment; candle then asserted
+/// on the misaligned block pointer while dequantizing.
+#[test]
+fn gguf_misaligned_tensor_is_an_error() {
+    let msg = open_err(&gguf(&[], &[("t", &[4], GGML_F32, 2)], &[0; 32]));
+    assert!(msg.contains("tensor `t` at offset 2 is not aligned"), "{msg}");
+    // An alignment of 1 allows any offset by the spec, but not one candle can read in place.
+    let meta = [("general.alignment", GGUF_U32, 1u32.to_le_bytes().to_vec())];
+    // (The header is 90 bytes, where candle puts the data at this alignment: offset 1 is byte 91.)
+    let msg = open_err(&gguf(&meta, &[("t", &[4], GGML_F32, 1)], &[0; 32]));
+    assert!(msg.contains("is not aligned"), "{msg}");
+}
+
+/// gguf_file (found reading the code of the zero-alignment case): a second `general.alignment`
+/// entry overrides the first in candle's map.
+#[test]
+fn gguf_with_a_second_zero_alignment_is_an_error() {
+    let meta = [
+        ("general.alignment", GGUF_U32, 32u32.to_le_bytes().to_vec()),
+        ("general.alignment", GGUF_U32, 0u32.to_le_bytes().to_vec()),
+    ];
+    let msg = open_err(&gguf(&meta, &[], &[]));
+    assert!(msg.contains("general.alignment is 0"), "{msg}");
+}
+
+/// gguf_file: dimensions whose product does not fit in 64 bits.
+#[test]
+fn gguf_tensor_size_overflow_is_an_error() {
+    let msg = open_err(&gguf(&[], &[("t", &[1 << 40, 1 << 40], GGML_F32, 0)], &[0; 16]));
+    assert!(msg.contains("tensor `t`") && msg.contains("impossible size or offset"), "{msg}");
+}
+
+/// A mono IEEE-float WAV of `samples` at 16 kHz.
+fn float_wav(samples: &[f32]) -> Vec<u8> {
+    let data: Vec<u8> = samples.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut b = b"RIFF".to_vec();
+    b.extend((36 + data.len() as u32).to_le_bytes());
+    b.extend(b"WAVEfmt ");
+    b.extend(16u32.to_le_bytes());
+    b.extend(3u16.to_le_bytes()); // WAVE_FORMAT_IEEE_FLOAT
+    b.extend(1u16.to_le_bytes());
+    b.extend(16_000u32.to_le_bytes());
+    b.extend((16_000u32 * 4).to_le_bytes());
+    b.extend(4u16.to_le_bytes());
+    b.extend(32u16.to_le_bytes());
+    b.extend(b"data");
+    b.extend((data.len() as u32).to_le_bytes());
+    b.extend(data);
+    b
+}
+
+/// audio_decode: a float WAV holding NaN or infinity decodes, and rubato's FFT then panicked on
+/// it while resampling to the model rate; finite samples near f32's limit overflowed to the same
+/// NaN inside the FFT.
+#[test]
+fn non_finite_or_huge_samples_are_a_resampling_error() {
+    for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 3e38, -1e13] {
+        let mut samples = vec![0.25f32; 4000];
+        samples[1234] = bad;
+        let loaded = decode_audio(float_wav(&samples), Some("wav"), "bad.wav").unwrap();
+        let err = resample(&loaded.audio, 24_000).unwrap_err().to_string();
+        assert!(err.contains("sample 1234") && err.contains("must be finite and within ±1e12"), "{err}");
+    }
+}
+
+/// resample: rates far apart (here 4 GHz from 10 Hz) made FFTs of gigabytes.
+#[test]
+fn sample_rates_outside_the_audio_range_are_an_error() {
+    for (from, to) in [(0xffff_ff0a, 0x0a0a), (1, 24_000), (24_000, 1), (16_000, 4_000_000)] {
+        let err = StreamResampler::new(from, to).err().expect("refused").to_string();
+        assert!(err.contains("sample rates must be 1000 to 768000 Hz"), "{err}");
+        let audio = Audio { samples: vec![0.1; 100], sample_rate: from };
+        assert!(resample(&audio, to).is_err());
+    }
+}
+
+/// voice_file: a torch.save voice whose pickled tensor record has too few arguments; candle's
+/// pickle reader indexed past them.
+#[test]
+fn voice_pickle_with_a_short_tensor_record_is_an_error() {
+    let path = fixture("fuzz/voice-pickle-short-rebuild-args.pt");
+    let err = infer_voxtral_tts::voices::read_voice(&path, 64).err().expect("refused").to_string();
+    assert!(err.contains("voice-pickle-short-rebuild-args.pt"), "{err}");
+}
+
+fn load_err(dir: &Path, arch: &str) -> String {
+    let backend = infer_backend_candle::CandleBackend::backend().unwrap();
+    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0 };
+    let loaded = match arch {
+        "gemma3" => infer_llm::gemma3::load(dir, &backend, &opts),
+        _ => infer_llm::llama::load(dir, &backend, &opts),
+    };
+    match loaded {
+        Ok(_) => panic!("loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn load_gemma(dir: &Path) -> String {
+    load_err(dir, "gemma3")
+}
+
+/// The fixture `rel` with `edit` applied to its config.json.
+fn fixture_with(rel: &str, edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixture(rel), dir.path(), &[]);
+    let path = dir.path().join("config.json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(v.as_object_mut().unwrap());
+    std::fs::write(&path, v.to_string()).unwrap();
+    dir
+}
+
+fn gemma_with(edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) -> tempfile::TempDir {
+    fixture_with("gemma3/base", edit)
+}
+
+/// llm_config: `num_attention_heads` 0 divided the hidden size by zero (Llama, Qwen3 and the
+/// GGUF path alike); head counts that do not group are refused in the same place.
+#[test]
+fn zero_or_ungrouped_attention_heads_are_an_error() {
+    let dir = fixture_with("llama3/plain", |c| {
+        c.insert("num_attention_heads".into(), 0.into());
+        c.remove("head_dim");
+    });
+    let msg = load_err(dir.path(), "llama");
+    assert!(msg.contains("0 heads") && msg.contains("at least 1"), "{msg}");
+    let dir = fixture_with("llama3/plain", |c| {
+        let heads = c["num_attention_heads"].as_u64().unwrap();
+        c.insert("num_key_value_heads".into(), (heads + 1).into());
+    });
+    let msg = load_err(dir.path(), "llama");
+    assert!(msg.contains("split evenly"), "{msg}");
+}
+
+/// llm_config: `layer_types` shorter than `num_hidden_layers` indexed past its end.
+#[test]
+fn gemma_layer_types_of_the_wrong_length_are_an_error() {
+    let dir = gemma_with(|c| {
+        c["layer_types"].as_array_mut().unwrap().pop();
+    });
+    let msg = load_gemma(dir.path());
+    assert!(msg.contains("layer_types lists 5 layers but num_hidden_layers is 6"), "{msg}");
+}
+
+/// llm_config (found reading the code the crash above led to): `sliding_window_pattern` 0 was a
+/// division by zero.
+#[test]
+fn gemma_sliding_window_pattern_zero_is_an_error() {
+    let dir = gemma_with(|c| {
+        c.remove("layer_types");
+        c.insert("sliding_window_pattern".into(), 0.into());
+    });
+    let msg = load_gemma(dir.path());
+    assert!(msg.contains("sliding_window_pattern must be at least 1"), "{msg}");
+}
