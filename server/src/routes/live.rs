@@ -43,7 +43,7 @@ impl Encoding {
             Encoding::Pcm16 => (2, "pcm16"),
             Encoding::F32 => (4, "f32"),
         };
-        if bytes.len() % size != 0 {
+        if !bytes.len().is_multiple_of(size) {
             return Err(format!(
                 "a {name} chunk must hold whole samples ({size} bytes each), got {} bytes",
                 bytes.len()
