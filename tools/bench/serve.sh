@@ -50,7 +50,13 @@ idle="idle for ${quiet} s before measuring"
 echo "# $(date -u '+%F %T') UTC, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $idle" >&2
 
 server=""
-stop() { [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; server=""; }
+stop() {
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  server=""
+}
 trap stop EXIT
 
 # Starts a server (the command in "$@") and waits until it lists its models.
@@ -77,7 +83,7 @@ for k in "${keys[@]}"; do
         start "$INFER_BIN" serve --model "$path" --port "$PORT" --parallel "$PARALLEL"
       else
         start "$PEER" -m llama_cpp.server --model "$path" --model_alias "$name" --host 127.0.0.1 \
-          --port "$PORT" --n_threads "$THREADS" --n_ctx 4096
+          --port "$PORT" --n_threads "$THREADS" --n_ctx 4096 --interrupt_requests False
       fi
       r="$("$CLIENT" "$REPO/tools/bench/serve_load.py" "http://127.0.0.1:$PORT/v1" "$name" "$n" "$MAX_TOKENS")"
       stop
