@@ -14,6 +14,7 @@ use infer_backend_candle as _;
 use infer_backend_tch as _;
 use infer_llm as _;
 use infer_qwen3_tts as _;
+use infer_voxtral_realtime as _;
 use infer_voxtral_tts as _;
 
 #[derive(Parser)]

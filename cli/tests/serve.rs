@@ -1,7 +1,9 @@
 //! `infer serve` end to end: the real binary on a loopback port, driven by the official `openai`
 //! Python client (pinned, installed by tools/serve/setup_openai_venv.sh): chat and completions
 //! (text equal to `infer run` greedy on the same model), streaming with usage, speech in every
-//! format, the models list, API keys, OpenAI-shaped errors, and a SIGTERM drain.
+//! format, transcription (upload, SSE and the live WebSocket) equal to the Voxtral Realtime
+//! fixture's golden, the models list, API keys, OpenAI-shaped errors, a SIGTERM drain, and a
+//! load test (concurrent streams, some cancelled) against solo greedy output.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -214,7 +216,7 @@ fn openai_client_chat_completions_speech_and_errors() {
     expect("aac", 400, Some("response_format"));
     expect("voice", 400, Some("voice"));
     expect("chat_on_tts", 400, Some("model"));
-    expect("transcription", 501, None);
+    expect("transcription", 400, Some("model"));
     expect("too_long", 400, None);
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
@@ -269,4 +271,145 @@ fn sigterm_drains_in_flight_requests() {
     assert_eq!(v["text"], run_text(GEMMA, prompt, 48, false));
     assert!(status.success(), "exit status {status}: {}", server.log());
     assert!(server.log().contains("shutting down"), "{}", server.log());
+}
+
+/// The Voxtral Realtime fixture's transcript at the default delay (tests/tests/voxtral_realtime.rs
+/// checks it against transformers and mistral-common).
+fn golden_transcript() -> String {
+    let g: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("voxtral-realtime/goldens.json")).unwrap()).unwrap();
+    let case = g["cases"].as_array().unwrap().iter().find(|c| c["delay_ms"] == 480).expect("a 480 ms case");
+    case["text"].as_str().unwrap().to_string()
+}
+
+/// Streams `samples` over the live endpoint in odd-sized chunks; the concatenated deltas and
+/// the done event's text.
+fn live_transcript(base: &str, query: &str, chunks: Vec<Vec<u8>>) -> (String, String) {
+    use tungstenite::Message;
+    let addr = base.trim_start_matches("http://").trim_end_matches("/v1");
+    let stream = std::net::TcpStream::connect(addr).unwrap();
+    let url = format!("ws://{addr}/v1/audio/transcriptions/live?{query}");
+    let (mut ws, _) = tungstenite::client(url.as_str(), stream).expect("websocket handshake");
+    for c in chunks {
+        ws.send(Message::Binary(c.into())).unwrap();
+    }
+    ws.send(Message::Text(r#"{"type":"end"}"#.into())).unwrap();
+    let mut deltas = String::new();
+    loop {
+        match ws.read().expect("a message before the done event") {
+            Message::Text(t) => {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                match v["type"].as_str() {
+                    Some("transcript.text.delta") => deltas += v["delta"].as_str().unwrap(),
+                    Some("transcript.text.done") => return (deltas, v["text"].as_str().unwrap().to_string()),
+                    _ => panic!("unexpected event {v}"),
+                }
+            }
+            Message::Close(_) => panic!("closed before the done event"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn transcription_upload_stream_and_live_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("server.toml");
+    // The 48 kHz stereo recording (633 kB) is over this limit, the 16 kHz one (106 kB) under it.
+    let toml =
+        format!("max_upload_bytes = 300000\n[[models]]\nname = \"asr\"\npath = {:?}\n", fixture("voxtral-realtime/hf"));
+    std::fs::write(&cfg, toml).unwrap();
+    let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+    assert!(server.log().contains("loaded asr: speech recognition"), "{}", server.log());
+    let golden = golden_transcript();
+    let wav = fixture("voxtral-realtime/speech_16k.wav");
+    let big = fixture("voxtral-realtime/speech_48k_stereo.wav");
+    let v = server.client("none", "transcribe", &["asr", wav.to_str().unwrap(), big.to_str().unwrap()]);
+    assert_eq!(v["json"], golden, "{v}");
+    assert_eq!(v["text"], golden, "{v}");
+    assert_eq!(v["verbose"]["text"], golden, "{v}");
+    assert_eq!(v["verbose"]["task"], "transcribe");
+    let audio = read_audio(&wav).unwrap().audio;
+    assert!((v["verbose"]["duration"].as_f64().unwrap() - audio.duration_secs()).abs() < 1e-6, "{v}");
+    assert_eq!(v["stream"]["deltas"], golden, "{v}");
+    assert_eq!(v["stream"]["done"], golden, "{v}");
+    let errors = &v["errors"];
+    assert_eq!(errors["not_audio"]["status"], 400, "{errors}");
+    assert_eq!(errors["not_audio"]["param"], "file", "{errors}");
+    assert_eq!(errors["too_large"]["status"], 413, "{errors}");
+    assert_eq!(errors["srt"]["status"], 400, "{errors}");
+    assert_eq!(errors["srt"]["param"], "response_format", "{errors}");
+    assert_eq!(errors["missing_file"]["status"], 400, "{errors}");
+    assert_eq!(errors["missing_file"]["param"], "file", "{errors}");
+
+    // The live socket, PCM16 and f32 chunks: the file's samples are 16-bit, so both carry them
+    // exactly.
+    let pcm16: Vec<u8> = audio.samples.iter().flat_map(|&x| ((x * 32768.0).round() as i16).to_le_bytes()).collect();
+    let (deltas, done) =
+        live_transcript(&server.base, "model=asr", pcm16.chunks(2 * 3001).map(<[u8]>::to_vec).collect());
+    assert_eq!((deltas.as_str(), done.as_str()), (golden.as_str(), golden.as_str()), "pcm16");
+    let f32s: Vec<u8> = audio.samples.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let (deltas, _) =
+        live_transcript(&server.base, "model=asr&encoding=f32", f32s.chunks(4 * 1999).map(<[u8]>::to_vec).collect());
+    assert_eq!(deltas, golden, "f32");
+    assert!(!server.log().contains("panicked"), "{}", server.log());
+}
+
+/// Resident set size of a process, in bytes (Linux).
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kb * 1024
+}
+
+/// 64 concurrent streaming chats on 8 slots with every fourth dropped after a few chunks:
+/// every completed stream equals that prompt's greedy output alone, nothing is lost, the
+/// cancelled ones free their slots, and memory settles back near where one warm-up round left it.
+#[test]
+fn load_concurrent_streams_with_cancellations() {
+    const N: usize = 64;
+    const MAX_TOKENS: &str = "12";
+    let model = model_file(GEMMA);
+    let server = Server::start(&["--model", model.to_str().unwrap(), "--parallel", "8", "--queue", "64"]);
+    let name = "gemma-3-270m-q4_k_m";
+    // A warm-up round fills the allocator's pools; its RSS is the baseline.
+    let warm = server.client("none", "load", &[name, "8", MAX_TOKENS]);
+    assert_eq!(warm["results"].as_array().unwrap().len(), 8, "{warm}");
+    let baseline = rss_bytes(server.child.id());
+
+    let v = server.client("none", "load", &[name, &N.to_string(), MAX_TOKENS]);
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), N, "{v}");
+    // The client ran each completed prompt alone afterwards, one request at a time.
+    for r in results {
+        assert!(r.get("error").is_none(), "a request failed: {r}\n{}", server.log());
+        if r["cancelled"] == true {
+            continue;
+        }
+        let prompt = r["prompt"].as_str().unwrap();
+        assert_eq!(r["text"], v["solo"][prompt], "{prompt}: a completed stream differs from its solo output");
+        assert_eq!(r["finish_reason"], "length", "{r}");
+    }
+    let cancelled = results.iter().filter(|r| r["cancelled"] == true).count();
+    assert_eq!(cancelled, N / 4, "{v}");
+    // Cancelled sequences leave the batch within a step: no slot stays taken, nothing waits.
+    let start = Instant::now();
+    loop {
+        let page = http_get(&server.base, "/metrics");
+        if metric(&page, "infer_active_slots{") == 0.0 && metric(&page, "infer_queue_depth{") == 0.0 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "slots still held after the load:\n{page}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = rss_bytes(server.child.id());
+    // KV caches of 8 slots of a few dozen positions are a few MB; a leak of 64 requests' worth
+    // of caches, decoders and buffers would not fit under this bound.
+    assert!(after < baseline + (64 << 20), "RSS grew from {} MB to {} MB across the load", baseline >> 20, after >> 20);
+    assert!(!server.log().contains("panicked"), "{}", server.log());
 }

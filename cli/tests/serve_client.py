@@ -114,6 +114,48 @@ def case_errors(c, model, tts):
     }
 
 
+def case_transcribe(c, model, wav, big, base):
+    """Every response format, streaming, and the upload errors, on one recording."""
+    data = open(wav, "rb").read()
+    upload = ("speech.wav", data)
+    as_json = c.audio.transcriptions.create(model=model, file=upload)
+    as_text = c.audio.transcriptions.create(model=model, file=upload, response_format="text")
+    verbose = c.audio.transcriptions.create(model=model, file=upload, response_format="verbose_json")
+    deltas, done, types = "", None, []
+    for event in c.audio.transcriptions.create(model=model, file=upload, stream=True):
+        types.append(event.type)
+        if event.type == "transcript.text.delta":
+            deltas += event.delta
+        elif event.type == "transcript.text.done":
+            done = event.text
+    # The openai client always sends a file: a form without one is posted by hand.
+    import urllib.error
+    import urllib.request
+    form = (b"--XyZ\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + model.encode()
+            + b"\r\n--XyZ--\r\n")
+    req = urllib.request.Request(f"{base}/audio/transcriptions", data=form,
+                                 headers={"Content-Type": "multipart/form-data; boundary=XyZ"})
+    try:
+        urllib.request.urlopen(req, timeout=60)
+        missing = {"status": 200}
+    except urllib.error.HTTPError as e:
+        missing = {"status": e.code, **json.loads(e.read())["error"]}
+    return {
+        "json": as_json.text,
+        "text": as_text,
+        "verbose": {"text": verbose.text, "duration": verbose.duration, "task": verbose.task},
+        "stream": {"deltas": deltas, "done": done, "types": sorted(set(types))},
+        "errors": {
+            "not_audio": error_of(lambda: c.audio.transcriptions.create(
+                model=model, file=("notes.wav", b"these are not the samples you are looking for" * 20))),
+            "too_large": error_of(lambda: c.audio.transcriptions.create(
+                model=model, file=("big.wav", open(big, "rb").read()))),
+            "srt": error_of(lambda: c.audio.transcriptions.create(model=model, file=upload, response_format="srt")),
+            "missing_file": missing,
+        },
+    }
+
+
 def case_auth(base, key):
     return {
         "wrong": error_of(lambda: client(base, "wrong-key").models.list()),
@@ -122,11 +164,12 @@ def case_auth(base, key):
 
 
 async def case_load(base, key, model, n, max_tokens):
-    """`n` concurrent streaming chats; every fourth is dropped after a few chunks."""
+    """`n` concurrent streaming chats over 16 distinct prompts; every fourth is dropped after a
+    few chunks. Then each prompt that completed is run alone, one at a time, for reference."""
     c = openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0, timeout=600)
-    prompts = [f"Count from {i} to {i + 20}, one number per line." for i in range(int(n))]
+    prompts = [f"Count from {i % 16} to {i % 16 + 20}, one number per line." for i in range(int(n))]
 
-    async def one(i):
+    async def one(i, cancel):
         stream = await c.chat.completions.create(
             model=model, messages=[{"role": "user", "content": prompts[i]}], temperature=0,
             max_tokens=int(max_tokens), stream=True)
@@ -136,17 +179,22 @@ async def case_load(base, key, model, n, max_tokens):
             for ch in chunk.choices:
                 text += ch.delta.content or ""
                 finish = ch.finish_reason or finish
-            if i % 4 == 3 and chunks >= 3:
+            if cancel and chunks >= 3:
                 await stream.close()
                 return {"prompt": prompts[i], "cancelled": True, "text": text}
         return {"prompt": prompts[i], "cancelled": False, "text": text, "finish_reason": finish}
 
     start = time.time()
-    results = await asyncio.gather(*(one(i) for i in range(int(n))), return_exceptions=True)
+    results = await asyncio.gather(*(one(i, i % 4 == 3) for i in range(int(n))), return_exceptions=True)
+    seconds = time.time() - start
     out = []
     for r in results:
         out.append({"error": repr(r)} if isinstance(r, BaseException) else r)
-    return {"results": out, "seconds": time.time() - start}
+    solo = {}
+    for r in out:
+        if not r.get("cancelled", True) and r["prompt"] not in solo:
+            solo[r["prompt"]] = (await one(prompts.index(r["prompt"]), False))["text"]
+    return {"results": out, "solo": solo, "seconds": seconds}
 
 
 def main():
@@ -154,6 +202,8 @@ def main():
     c = client(base, key)
     if case == "auth":
         result = case_auth(base, key)
+    elif case == "transcribe":
+        result = case_transcribe(c, *args, base)
     elif case == "load":
         result = asyncio.run(case_load(base, key, *args))
     else:

@@ -102,15 +102,22 @@ impl Scheduler {
             if !self.admit(batch.as_mut(), &mut live) {
                 return;
             }
-            self.metrics.queue_depth.get_or_create(&self.label).set(self.rx.len() as i64);
-            self.metrics.active_slots.get_or_create(&self.label).set(live.len() as i64);
+            self.publish(&live);
             if live.is_empty() {
                 continue;
             }
             for event in batch.step() {
                 self.dispatch(event, &mut live);
             }
+            // Before the scheduler may block waiting for work, the gauges show what is left.
+            self.drop_departed(batch.as_mut(), &mut live);
+            self.publish(&live);
         }
+    }
+
+    fn publish(&self, live: &HashMap<SeqId, Live>) {
+        self.metrics.queue_depth.get_or_create(&self.label).set(self.rx.len() as i64);
+        self.metrics.active_slots.get_or_create(&self.label).set(live.len() as i64);
     }
 
     /// Fills free places from the queue, waiting for one when the batch is empty. `false` once

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use infer_core::checkpoint_info::CheckpointInfo;
 use infer_core::{ModelKind, Registry};
 use tokio::sync::Semaphore;
@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 use crate::batching::TextService;
 use crate::config::{ModelSpec, ServerConfig};
 use crate::metrics::Metrics;
-use crate::state::{Served, SpeechService};
+use crate::state::{RecognizerService, Served, SpeechService};
 
 /// The loaded models by name, and the scheduler threads to join.
 pub type Loaded = (Vec<(String, Served)>, Vec<JoinHandle<()>>);
@@ -60,8 +60,12 @@ fn load_one(
         }));
     }
     if claims(ModelKind::SpeechRecognition) {
-        // The seam for transcription: load the recognizer here once the registry can.
-        bail!("speech recognition models cannot be served yet (no recognizer loader in this build)");
+        let model = Arc::from(registry.load_recognizer(&spec.path, &load)?);
+        return Ok(Served::Recognizer(RecognizerService {
+            model,
+            permits: Arc::new(Semaphore::new(slots)),
+            admission: Arc::new(Semaphore::new(slots + config.queue)),
+        }));
     }
     // No plugin claims it: the text lookup's error lists the known architectures.
     Err(registry
@@ -87,5 +91,8 @@ fn describe(model: &Served) -> String {
             s.model.sample_rate(),
             if s.model.voices().is_empty() { "default".to_string() } else { s.model.voices().join(", ") }
         ),
+        Served::Recognizer(r) => {
+            format!("speech recognition at {} Hz, {} sessions", r.model.sample_rate(), r.permits.available_permits())
+        }
     }
 }

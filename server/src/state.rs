@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use infer_core::audio::SpeechSynthesizer;
+use infer_core::audio::{SpeechRecognizer, SpeechSynthesizer};
 use tokio::sync::Semaphore;
 
 use crate::batching::TextService;
@@ -19,9 +19,18 @@ pub struct SpeechService {
     pub admission: Arc<Semaphore>,
 }
 
+/// A speech recognizer, with the same bounds as [`SpeechService`] (a transcription or a live
+/// session holds a permit while it runs).
+pub struct RecognizerService {
+    pub model: Arc<dyn SpeechRecognizer>,
+    pub permits: Arc<Semaphore>,
+    pub admission: Arc<Semaphore>,
+}
+
 pub enum Served {
     Text(TextService),
     Speech(SpeechService),
+    Recognizer(RecognizerService),
 }
 
 impl Served {
@@ -29,6 +38,7 @@ impl Served {
         match self {
             Served::Text(_) => "text generation",
             Served::Speech(_) => "speech synthesis",
+            Served::Recognizer(_) => "speech recognition",
         }
     }
 }
@@ -61,6 +71,13 @@ impl AppState {
         match self.model(name)? {
             Served::Speech(s) => Ok(s),
             other => Err(wrong_kind(name, other, "/v1/audio/speech", "speech synthesis")),
+        }
+    }
+
+    pub fn recognizer(&self, name: &str, endpoint: &str) -> Result<&RecognizerService, ApiError> {
+        match self.model(name)? {
+            Served::Recognizer(r) => Ok(r),
+            other => Err(wrong_kind(name, other, endpoint, "speech recognition")),
         }
     }
 }

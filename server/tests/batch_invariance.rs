@@ -1,15 +1,17 @@
 //! Continuous batching on the real GGUF models: a sequence's greedy tokens are the same alone
-//! (the plain generation loop), alone in a batch, and in a batch with others that join and
-//! leave at different steps.
+//! (the plain generation loop), alone in a batch, and packed into one forward with others of
+//! different lengths that join and leave at different steps (a prompt's prefill beside other
+//! sequences' decode steps), on candle built in and on tch.
 
 use infer_core::{GenerateConfig, LoadConfig, SeqEvent, TextModel};
-use infer_tests::models_dir;
+use infer_tests::{models_dir, Setup};
 
-fn load(file: &str) -> Box<dyn TextModel> {
+fn load(setup: Setup, file: &str) -> Box<dyn TextModel> {
     let path = models_dir().join(file);
     assert!(path.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", path.display());
-    let registry = infer_core::Registry::builtin().unwrap();
-    registry.load_model(&path, &LoadConfig::default()).unwrap()
+    let registry = setup.registry().unwrap();
+    let cfg = LoadConfig { backend: Some(setup.backend().into()), ..LoadConfig::default() };
+    registry.load_model(&path, &cfg).unwrap()
 }
 
 fn solo(model: &dyn TextModel, prompt: &[u32], n: usize) -> Vec<u32> {
@@ -44,31 +46,49 @@ fn batched(model: &dyn TextModel, jobs: &[(Vec<u32>, usize, usize)]) -> Vec<Vec<
     out
 }
 
-fn check(file: &str) {
-    let model = load(file);
+const PROMPTS: [&str; 5] = [
+    "The capital of France",
+    "def fibonacci(n):",
+    "Once upon a time, in a land far away,",
+    "1, 2, 3,",
+    "A long prompt joins while the others decode: it is prefilled in the same forward as their \
+     single new tokens, so its rows sit beside theirs in every projection of every layer.",
+];
+
+fn check(setup: Setup, file: &str) {
+    let model = load(setup, file);
     let tok = model.tokenizer();
-    let prompts: Vec<Vec<u32>> =
-        ["The capital of France", "def fibonacci(n):", "Once upon a time, in a land far away,"]
-            .iter()
-            .map(|p| tok.encode(p, tok.adds_bos()).unwrap())
-            .collect();
+    let prompts: Vec<Vec<u32>> = PROMPTS.iter().map(|p| tok.encode(p, tok.adds_bos()).unwrap()).collect();
     let alone: Vec<Vec<u32>> = prompts.iter().map(|p| solo(model.as_ref(), p, 16)).collect();
-    for (p, a) in prompts.iter().zip(&alone) {
-        assert_eq!(&batched(model.as_ref(), &[(p.clone(), 16, 0)])[0], a, "{file}: alone in a batch");
-    }
+    let ctx = format!("{file} on {}", setup.backend());
+    assert_eq!(&batched(model.as_ref(), &[(prompts[0].clone(), 16, 0)])[0], &alone[0], "{ctx}: alone in a batch");
+    // Two prompts of different lengths prefilled together in one forward.
+    let pair = batched(model.as_ref(), &[(prompts[1].clone(), 16, 0), (prompts[2].clone(), 16, 0)]);
+    assert_eq!(pair, [alone[1].clone(), alone[2].clone()], "{ctx}: two prefills packed together");
+    // Joining at different steps (each prefill packed beside decodes), leaving at different ones.
     let jobs: Vec<_> = prompts.iter().enumerate().map(|(i, p)| (p.clone(), 16 - 3 * i, 2 * i)).collect();
     let together = batched(model.as_ref(), &jobs);
     for (i, (t, a)) in together.iter().zip(&alone).enumerate() {
-        assert_eq!(t[..], a[..16 - 3 * i], "{file}: prompt {i} in a batch");
+        assert_eq!(t[..], a[..16 - 3 * i], "{ctx}: prompt {i} in a batch");
     }
 }
 
 #[test]
 fn gemma_greedy_does_not_depend_on_the_batch() {
-    check("gemma-3-270m-q4_k_m.gguf");
+    check(Setup::CandleBuiltIn, "gemma-3-270m-q4_k_m.gguf");
 }
 
 #[test]
 fn qwen_greedy_does_not_depend_on_the_batch() {
-    check("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    check(Setup::CandleBuiltIn, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+}
+
+#[test]
+fn gemma_greedy_does_not_depend_on_the_batch_on_tch() {
+    check(Setup::TchLibrary, "gemma-3-270m-q4_k_m.gguf");
+}
+
+#[test]
+fn qwen_greedy_does_not_depend_on_the_batch_on_tch() {
+    check(Setup::TchLibrary, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
 }

@@ -15,7 +15,7 @@ pub struct ServeArgs {
     #[arg(long, short, conflicts_with = "config")]
     pub model: Option<PathBuf>,
     /// Serve the models of this server.toml (names, paths, backends, dtypes, context lengths);
-    /// see docs/server.md. The plugin configuration is `infer --config FILE serve` / INFER_CONFIG.
+    /// see docs/serve.md. The plugin configuration is `infer --config FILE serve` / INFER_CONFIG.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Address to listen on (default 127.0.0.1, or the config file's).

@@ -1,5 +1,6 @@
 //! Multi-head self-attention with grouped-query K/V, optional per-head q/k RMSNorm (Qwen3,
-//! Gemma 3) and a KV cache.
+//! Gemma 3) and a KV cache; or several sequences packed along the token axis, each attending to
+//! its own cache (continuous batching).
 
 use infer_core::{AttentionOpts, Error, LayerCache, Result, Tensor, Weights};
 
@@ -46,6 +47,15 @@ impl AttentionConfig {
     }
 }
 
+/// Where one layer's keys and values go in a forward.
+pub enum KvTarget<'a> {
+    /// One batch of equally long rows and its cache, with an optional additive mask.
+    One { cache: &'a mut LayerCache, mask: Option<&'a Tensor> },
+    /// Independent sequences packed back to back along the token axis (batch 1): `lens[i]`
+    /// tokens for `caches[i]`.
+    Packed { lens: &'a [usize], caches: Vec<&'a mut LayerCache> },
+}
+
 pub struct SelfAttention {
     q: Linear,
     k: Linear,
@@ -74,6 +84,14 @@ impl SelfAttention {
         })
     }
 
+    /// `x` (b, t, hidden) -> (b, t, hidden), appending this step's K/V to `kv`'s cache(s).
+    pub fn forward_kv(&self, x: &Tensor, rope: &RopeAngles, kv: &mut KvTarget<'_>) -> Result<Tensor> {
+        match kv {
+            KvTarget::One { cache, mask } => self.forward(x, rope, cache, *mask),
+            KvTarget::Packed { lens, caches } => self.forward_packed(x, rope, lens, caches),
+        }
+    }
+
     /// `x` (b, t, hidden) -> (b, t, hidden), appending this step's K/V to `cache`.
     pub fn forward(
         &self,
@@ -82,6 +100,41 @@ impl SelfAttention {
         cache: &mut LayerCache,
         mask: Option<&Tensor>,
     ) -> Result<Tensor> {
+        let (b, t) = (x.dim(0), x.dim(1));
+        let (q, k, v) = self.qkv(x, rope)?;
+        let y = self.attend(&q, &k, &v, cache, mask)?;
+        let y = y.transpose(1, 2)?.reshape(&[b, t, self.cfg.num_heads * self.cfg.head_dim])?;
+        self.o.forward(&y)
+    }
+
+    /// Several sequences packed in `x` (1, total, hidden): the projections run once over all
+    /// rows (each weight is read once per step for every sequence), attention runs per sequence
+    /// against its own cache. `rope` holds each row's own position.
+    pub fn forward_packed(
+        &self,
+        x: &Tensor,
+        rope: &RopeAngles,
+        lens: &[usize],
+        caches: &mut [&mut LayerCache],
+    ) -> Result<Tensor> {
+        let total = x.dim(1);
+        let (q, k, v) = self.qkv(x, rope)?;
+        let mut start = 0;
+        let mut ys = Vec::with_capacity(lens.len());
+        for (&len, cache) in lens.iter().zip(caches.iter_mut()) {
+            let rows = |t: &Tensor| t.narrow(2, start, len);
+            ys.push(self.attend(&rows(&q)?, &rows(&k)?, &rows(&v)?, cache, None)?);
+            start += len;
+        }
+        let ys: Vec<&Tensor> = ys.iter().collect();
+        let y = Tensor::concat(&ys, 2)?;
+        let y = y.transpose(1, 2)?.reshape(&[1, total, self.cfg.num_heads * self.cfg.head_dim])?;
+        self.o.forward(&y)
+    }
+
+    /// Queries, keys and values of `x` (b, t, hidden) as (b, heads, t, head_dim), normed and
+    /// rotated.
+    fn qkv(&self, x: &Tensor, rope: &RopeAngles) -> Result<(Tensor, Tensor, Tensor)> {
         let (b, t) = (x.dim(0), x.dim(1));
         let d = self.cfg.head_dim;
         let heads = |proj: &Linear, n: usize| proj.forward(x)?.reshape(&[b, t, n, d])?.transpose(1, 2);
@@ -92,9 +145,19 @@ impl SelfAttention {
             q = qn.forward(&q)?;
             k = kn.forward(&k)?;
         }
-        let q = rope.apply(&q)?;
-        let k = rope.apply(&k)?;
-        let (k, v) = cache.append(&k, &v)?;
+        Ok((rope.apply(&q)?, rope.apply(&k)?, v))
+    }
+
+    /// Attention of `q` over `cache` after appending `k`, `v` to it: (b, heads, t, head_dim).
+    fn attend(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        cache: &mut LayerCache,
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let (k, v) = cache.append(k, v)?;
         // A windowed cache returns only its most recent keys: the mask's last columns match them.
         let narrowed;
         let mask = match mask {
@@ -106,8 +169,6 @@ impl SelfAttention {
         };
         let window = if self.cfg.window > 0 { self.cfg.window } else { cache.window() };
         let opts = AttentionOpts { window, softcap: self.cfg.softcap, ..AttentionOpts::causal(self.cfg.scale) };
-        let y = Tensor::attention(&q, &k, &v, mask, opts)?;
-        let y = y.transpose(1, 2)?.reshape(&[b, t, self.cfg.num_heads * d])?;
-        self.o.forward(&y)
+        Tensor::attention(q, &k, &v, mask, opts)
     }
 }

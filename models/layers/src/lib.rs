@@ -12,7 +12,7 @@ mod mlp;
 mod norm;
 mod rotary;
 
-pub use attention::{AttentionConfig, SelfAttention};
+pub use attention::{AttentionConfig, KvTarget, SelfAttention};
 pub use config_json::{read_config, rope_theta};
 pub use linear::Linear;
 pub use mlp::SwiGlu;

@@ -51,16 +51,22 @@ impl Rotary {
 
     /// cos/sin for positions `offset..offset+len`, shape (len, dim/2).
     pub fn angles(&self, backend: &Backend, offset: usize, len: usize) -> Result<RopeAngles> {
+        self.angles_at(backend, offset..offset + len)
+    }
+
+    /// cos/sin for any positions, one row each: several sequences packed along the token axis
+    /// give each row its own sequence's position.
+    pub fn angles_at(&self, backend: &Backend, positions: impl IntoIterator<Item = usize>) -> Result<RopeAngles> {
         let half = self.inv_freq.len();
-        let mut cos = Vec::with_capacity(len * half);
-        let mut sin = Vec::with_capacity(len * half);
-        for p in offset..offset + len {
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        for p in positions {
             for f in &self.inv_freq {
                 let a = p as f32 * f;
                 cos.push(a.cos());
                 sin.push(a.sin());
             }
         }
+        let len = cos.len() / half.max(1);
         Ok(RopeAngles {
             cos: Tensor::from_f32(backend, &cos, &[len, half])?.to_dtype(self.dtype)?,
             sin: Tensor::from_f32(backend, &sin, &[len, half])?.to_dtype(self.dtype)?,

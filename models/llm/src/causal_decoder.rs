@@ -1,15 +1,23 @@
 //! The decoder-only skeleton every LLM architecture shares:
 //! `embed -> layers -> final norm -> lm_head`, implementing the core `CausalLm` contract.
 //! An architecture file supplies its layers and weights; this file owns the plumbing.
+//!
+//! Continuous batching (`forward_packed`) runs the active sequences' new tokens packed along the
+//! token axis through one forward: embeddings, norms, projections and the MLP see every row at
+//! once, so each weight is read once per step rather than once per sequence (decode is
+//! memory-bound); only attention splits the rows, each sequence against its own cache at its own
+//! positions. Every op but attention works row by row, so a sequence gets the numbers it would
+//! get alone.
 
-use abi_stable::std_types::{ROption, RResult};
-use infer_core::{backend::ffi_result, CausalLm, DType, FfiError, KvCache, LayerCache, ModelInfo, Result, Tensor};
+use abi_stable::std_types::{ROption, RResult, RSlice, RSliceMut};
+use infer_core::text::causal_lm::check_packed;
+use infer_core::{backend::ffi_result, CausalLm, DType, FfiError, KvCache, ModelInfo, Result, Tensor};
 
-use infer_layers::{Linear, RmsNorm, RopeAngles, Rotary};
+use infer_layers::{KvTarget, Linear, RmsNorm, RopeAngles, Rotary};
 
 /// One transformer block.
 pub trait DecoderLayer: Send + Sync {
-    fn forward(&self, x: &Tensor, rope: &RopeAngles, cache: &mut LayerCache, mask: Option<&Tensor>) -> Result<Tensor>;
+    fn forward(&self, x: &Tensor, rope: &RopeAngles, kv: &mut KvTarget<'_>) -> Result<Tensor>;
 }
 
 pub struct DecoderParts {
@@ -38,24 +46,69 @@ impl CausalDecoder {
         CausalDecoder { parts }
     }
 
+    fn embed(&self, tokens: &Tensor) -> Result<Tensor> {
+        let x = tokens.embedding(&self.parts.embed)?;
+        match self.parts.embed_scale {
+            Some(s) => x.scale(s),
+            None => Ok(x),
+        }
+    }
+
+    /// Final norm and head: f32 logits.
+    fn logits(&self, x: &Tensor) -> Result<Tensor> {
+        self.parts.lm_head.forward(&self.parts.norm.forward(x)?)?.to_dtype(DType::F32)
+    }
+
     fn run(&self, tokens: &Tensor, cache: &mut KvCache, mask: Option<&Tensor>, last_only: bool) -> Result<Tensor> {
         let p = &self.parts;
         let (offset, t) = (cache.offset(), tokens.dim(1));
-        let mut x = tokens.embedding(&p.embed)?;
-        if let Some(s) = p.embed_scale {
-            x = x.scale(s)?;
-        }
+        let mut x = self.embed(tokens)?;
         let angles =
             p.ropes.iter().map(|r| r.angles(tokens.backend(), offset, t)).collect::<Result<Vec<RopeAngles>>>()?;
         for (i, layer) in p.layers.iter().enumerate() {
             let _span = tracing::trace_span!("layer", i).entered();
-            x = layer.forward(&x, &angles[p.layer_rope[i]], cache.layer(i)?, mask)?;
+            let mut kv = KvTarget::One { cache: cache.layer(i)?, mask };
+            x = layer.forward(&x, &angles[p.layer_rope[i]], &mut kv)?;
         }
         if last_only {
             x = x.narrow(1, t - 1, 1)?;
         }
-        let x = p.norm.forward(&x)?;
-        p.lm_head.forward(&x)?.to_dtype(DType::F32)
+        self.logits(&x)
+    }
+
+    /// `tokens` (1, total): `lens[i]` new tokens for `caches[i]`, back to back. Logits of each
+    /// sequence's last row, (sequences, vocab).
+    fn run_packed(&self, tokens: &Tensor, lens: &[usize], caches: &mut [KvCache]) -> Result<Tensor> {
+        let p = &self.parts;
+        check_packed(tokens, lens, caches.len())?;
+        let backend = tokens.backend();
+        // Each row's absolute position: its sequence's cache offset onwards.
+        let positions: Vec<usize> =
+            lens.iter().zip(caches.iter()).flat_map(|(&len, c)| c.offset()..c.offset() + len).collect();
+        let angles = p
+            .ropes
+            .iter()
+            .map(|r| r.angles_at(backend, positions.iter().copied()))
+            .collect::<Result<Vec<RopeAngles>>>()?;
+        let mut x = self.embed(tokens)?;
+        for (i, layer) in p.layers.iter().enumerate() {
+            let _span = tracing::trace_span!("layer", i, packed = lens.len()).entered();
+            let layer_caches = caches.iter_mut().map(|c| c.layer(i)).collect::<Result<Vec<_>>>()?;
+            let mut kv = KvTarget::Packed { lens, caches: layer_caches };
+            x = layer.forward(&x, &angles[p.layer_rope[i]], &mut kv)?;
+        }
+        // Only each sequence's last row goes through the head.
+        let last: Vec<u32> = lens
+            .iter()
+            .scan(0usize, |end, &len| {
+                *end += len;
+                Some((*end - 1) as u32)
+            })
+            .collect();
+        let x = x.index_select(&Tensor::from_u32(backend, &last, &[last.len()])?, 1)?;
+        let logits = self.logits(&x)?;
+        let vocab = logits.dim(-1);
+        logits.reshape(&[lens.len(), vocab])
     }
 }
 
@@ -84,5 +137,15 @@ impl CausalLm for CausalDecoder {
         last_only: bool,
     ) -> RResult<Tensor, FfiError> {
         ffi_result("forward", || self.run(tokens, cache, mask.into_option(), last_only))
+    }
+
+    fn forward_packed(
+        &self,
+        tokens: &Tensor,
+        lens: RSlice<'_, usize>,
+        caches: RSliceMut<'_, KvCache>,
+    ) -> RResult<Tensor, FfiError> {
+        let mut caches = caches;
+        ffi_result("forward_packed", || self.run_packed(tokens, lens.as_slice(), caches.as_mut_slice()))
     }
 }

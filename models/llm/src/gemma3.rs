@@ -13,14 +13,14 @@
 
 use std::path::Path;
 
-use infer_core::{Backend, Error, LayerCache, ModelLoadOptions, Result, RopeLayout, Tensor, Weights};
+use infer_core::{Backend, Error, ModelLoadOptions, Result, RopeLayout, Tensor, Weights};
 use serde::Deserialize;
 
 use crate::causal_decoder::{CausalDecoder, DecoderLayer, DecoderParts};
 use crate::checkpoint::{gguf_name, Checkpoint};
 use crate::hparams::HParams;
 use crate::llama_family::model_info;
-use infer_layers::{read_config, AttentionConfig, Linear, RmsNorm, RopeAngles, Rotary, SelfAttention};
+use infer_layers::{read_config, AttentionConfig, KvTarget, Linear, RmsNorm, RopeAngles, Rotary, SelfAttention};
 
 #[derive(Debug, Clone, Deserialize)]
 struct Gemma3Config {
@@ -155,8 +155,8 @@ struct Block {
 }
 
 impl DecoderLayer for Block {
-    fn forward(&self, x: &Tensor, rope: &RopeAngles, cache: &mut LayerCache, mask: Option<&Tensor>) -> Result<Tensor> {
-        let h = self.attn.forward(&self.input_norm.forward(x)?, rope, cache, mask)?;
+    fn forward(&self, x: &Tensor, rope: &RopeAngles, kv: &mut KvTarget<'_>) -> Result<Tensor> {
+        let h = self.attn.forward_kv(&self.input_norm.forward(x)?, rope, kv)?;
         let x = x.add(&self.post_attn_norm.forward(&h)?)?;
         let h = self.mlp.forward(&self.pre_ffw_norm.forward(&x)?)?;
         x.add(&self.post_ffw_norm.forward(&h)?)

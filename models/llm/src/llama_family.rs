@@ -5,11 +5,11 @@
 //! x + attn(rms(x)) -> x + mlp(rms(x))          (attn: GQA, RoPE, optional qkv bias / qk norm)
 //! ```
 
-use infer_core::{LayerCache, ModelInfo, ModelLoadOptions, Result, Tensor, Weights};
+use infer_core::{ModelInfo, ModelLoadOptions, Result, Tensor, Weights};
 
 use crate::causal_decoder::{CausalDecoder, DecoderLayer, DecoderParts};
 use crate::hparams::HParams;
-use infer_layers::{AttentionConfig, Linear, RmsNorm, RopeAngles, Rotary, SelfAttention, SwiGlu};
+use infer_layers::{AttentionConfig, KvTarget, Linear, RmsNorm, RopeAngles, Rotary, SelfAttention, SwiGlu};
 
 /// What distinguishes the family members.
 pub struct Flavor {
@@ -28,8 +28,8 @@ struct Block {
 }
 
 impl DecoderLayer for Block {
-    fn forward(&self, x: &Tensor, rope: &RopeAngles, cache: &mut LayerCache, mask: Option<&Tensor>) -> Result<Tensor> {
-        let h = self.attn.forward(&self.input_norm.forward(x)?, rope, cache, mask)?;
+    fn forward(&self, x: &Tensor, rope: &RopeAngles, kv: &mut KvTarget<'_>) -> Result<Tensor> {
+        let h = self.attn.forward_kv(&self.input_norm.forward(x)?, rope, kv)?;
         let x = x.add(&h)?;
         x.add(&self.mlp.forward(&self.post_attn_norm.forward(&x)?)?)
     }

@@ -1,6 +1,5 @@
 //! POST /v1/audio/speech (text to speech: a whole file, chunked audio bytes as frames decode, or
-//! SSE deltas), and the transcription endpoints, which answer 501 until a recognizer can be
-//! loaded (the seam: `load.rs` loads recognizers; `AppState` then serves them here).
+//! SSE deltas). Speech recognition lives in `transcription.rs` and `live.rs`.
 
 use std::convert::Infallible;
 use std::io::Write;
@@ -273,19 +272,4 @@ fn sse_stream(rx: mpsc::UnboundedReceiver<SpeechEvent>, guard: CancelOnDrop) -> 
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(body))
         .expect("static headers")
-}
-
-const NO_RECOGNIZER: &str = "speech recognition is not available yet: no recognizer model can be loaded by this \
-                            build (it arrives with the Voxtral Realtime model)";
-
-/// POST /v1/audio/transcriptions: 501 until a recognizer can be served.
-pub async fn transcriptions(State(state): State<Arc<AppState>>) -> ApiError {
-    let _ = &state;
-    ApiError::not_implemented(NO_RECOGNIZER)
-}
-
-/// GET /v1/audio/transcriptions/live (WebSocket: PCM chunks in, text deltas out): 501 until a
-/// recognizer can be served.
-pub async fn live_transcription() -> ApiError {
-    ApiError::not_implemented(NO_RECOGNIZER)
 }

@@ -1,7 +1,9 @@
 //! The HTTP surface: routes, the API-key check, body limits, request metrics and the JSON 404.
 
 mod audio;
+mod live;
 mod text;
+mod transcription;
 
 use std::sync::Arc;
 
@@ -27,9 +29,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/audio/speech", post(audio::speech))
         .route(
             "/audio/transcriptions",
-            post(audio::transcriptions).layer(DefaultBodyLimit::max(limits.max_upload_bytes)),
+            post(transcription::transcriptions).layer(DefaultBodyLimit::max(limits.max_upload_bytes)),
         )
-        .route("/audio/transcriptions/live", get(audio::live_transcription))
+        .route("/audio/transcriptions/live", get(live::live_transcription))
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() });
