@@ -96,6 +96,9 @@ pub fn run(registry: &Registry, args: TranscribeArgs) -> Result<()> {
 
 /// Reads `path` (mono at its own rate) and rejects what cannot be transcribed.
 fn load_file(path: &Path) -> Result<Audio> {
+    if !path.is_file() {
+        bail!("{}: no such file", path.display());
+    }
     let audio = read_audio(path)?.audio;
     check_audio(&audio, &FILE_LIMITS, &format!("audio {}", path.display()))?;
     Ok(audio)
