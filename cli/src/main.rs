@@ -33,6 +33,8 @@ struct Cli {
 const SPEECH_MODEL_HELP: &str =
     "Speech checkpoint folder (Qwen3-TTS: config.json, model.safetensors, ...). Required: there is no default speech model";
 
+const RECOGNIZER_MODEL_HELP: &str = "Speech recognition checkpoint folder (Voxtral Realtime: config.json, model.safetensors and tekken.json, or params.json, consolidated.safetensors and tekken.json). Required: there is no default speech model";
+
 #[derive(Subcommand)]
 enum Command {
     /// Generate text from a prompt.
@@ -51,6 +53,9 @@ enum Command {
     /// Make or list the named voice presets of a speech model.
     #[command(mut_arg("model", |a| a.help(SPEECH_MODEL_HELP)))]
     Voice(commands::voice::VoiceArgs),
+    /// Transcribe speech from an audio file or the microphone, offline or streaming.
+    #[command(mut_arg("model", |a| a.help(RECOGNIZER_MODEL_HELP)))]
+    Transcribe(commands::transcribe::TranscribeArgs),
     /// Serve models over an OpenAI-compatible HTTP API, with continuous batching.
     Serve(commands::serve::ServeArgs),
 }
@@ -66,6 +71,7 @@ impl Command {
             Command::Info(a) => &a.model,
             Command::Speak(a) => &a.model,
             Command::Voice(a) => &a.model,
+            Command::Transcribe(a) => &a.model,
             // One --model: its --backend; a server.toml may name any backend.
             Command::Serve(a) if a.config.is_none() => {
                 return a.backend.as_deref().map_or(BackendNeed::Default, BackendNeed::Named)
@@ -105,6 +111,7 @@ fn main() -> ExitCode {
             Command::Info(args) => commands::info::run(&registry, args),
             Command::Speak(args) => commands::speak::run(&registry, args),
             Command::Voice(args) => commands::voice::run(&registry, args),
+            Command::Transcribe(args) => commands::transcribe::run(&registry, args),
             Command::Serve(args) => commands::serve::run(&registry, args),
         }
     })();

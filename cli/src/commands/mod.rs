@@ -1,9 +1,11 @@
 pub mod bench;
 pub mod chat;
 pub mod info;
+mod mic;
 pub mod plugins;
 pub mod run;
 pub mod serve;
 pub mod shared;
 pub mod speak;
+pub mod transcribe;
 pub mod voice;
