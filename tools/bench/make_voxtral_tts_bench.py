@@ -1,11 +1,12 @@
 """A random-weight Voxtral TTS checkpoint of the real shape (Voxtral-4B-TTS-2603: backbone dim 3072,
 26 layers, 32 / 8 heads, head_dim 128, hidden 9216, vocab 131072; a 3-layer acoustic transformer; 36
 acoustic codebooks; the 1024-dim codec with 4 stages of 2 layers, patch 240) in the real layout,
-BF16, for the side-by-side benchmark (tools/bench/voxtral_tts_bench.py). `--shape mid` makes a
-smaller one (dim 1024, 8 layers) to try the tooling.
+BF16, for the side-by-side benchmark (tools/bench/voxtral_tts_bench.py). `--shape real4` keeps
+every real dimension with 4 backbone layers (~2 GB); `--shape mid` makes a smaller one (dim 1024,
+8 layers) to try the tooling.
 
     PY=$(tools/fixtures/setup_mlx_audio_venv.sh)
-    $PY tools/bench/make_voxtral_tts_bench.py [--shape real|mid]   # -> ~/.cache/infer/bench/voxtral-tts-<shape>
+    $PY tools/bench/make_voxtral_tts_bench.py [--shape real|real4|mid]   # -> ~/.cache/infer/bench/voxtral-tts-<shape>
 
 Tensors are generated and written one at a time (the real shape is ~8 GB in BF16; holding it in f32
 would take 16 GB). The END_AUDIO row of the semantic head is zero, so generation runs to the frame
@@ -37,6 +38,9 @@ SHAPES = {
         ),
         vocab_size=131072,
     ),
+    # The real shape with 4 of the backbone's 26 layers: the same per-layer and per-frame costs in
+    # a quarter of the memory (a step's backbone time scales with the layer count; scale it by 26/4).
+    "real4": None,
     "mid": dict(
         backbone=dict(dim=1024, n_layers=8, head_dim=128, hidden_dim=3072, n_heads=8, n_kv_heads=2, rope_theta=1e6),
         acoustic=dict(dim=1024, n_layers=3, head_dim=128, hidden_dim=3072, n_heads=8, n_kv_heads=2),
@@ -49,6 +53,7 @@ SHAPES = {
         vocab_size=32768,
     ),
 }
+SHAPES["real4"] = dict(SHAPES["real"], backbone=dict(SHAPES["real"]["backbone"], n_layers=4))
 VOICES = [("casual_male", 40)]
 
 
