@@ -46,7 +46,10 @@ fn library_with_wrong_abi_is_a_clear_error() {
 #[test]
 fn library_built_against_another_core_version_is_a_clear_error() {
     let msg = load_err(&plugin_library("infer_test_other_version"));
-    assert!(msg.contains("infer_test_other_version") && msg.contains("built against another infer-core version"), "{msg}");
+    assert!(
+        msg.contains("infer_test_other_version") && msg.contains("built against another infer-core version"),
+        "{msg}"
+    );
     assert!(msg.contains("0.0.9") && msg.contains(env!("CARGO_PKG_VERSION")), "both versions named: {msg}");
     assert_eq!(msg.lines().count(), 1, "one line: {msg}");
 }

@@ -111,7 +111,7 @@ impl StreamResampler {
     /// sample is an error: rubato's FFT panics on the NaN it gives (huge values overflow to
     /// infinity in the FFT's sums).
     pub fn push(&mut self, samples: &[f32]) -> Result<Vec<f32>> {
-        if let Some(i) = samples.iter().position(|v| !(v.abs() <= MAX_SAMPLE)) {
+        if let Some(i) = samples.iter().position(|v| !v.is_finite() || v.abs() > MAX_SAMPLE) {
             return Err(Error::invalid(format!(
                 "cannot resample: sample {} is {} (audio samples must be finite and within ±{MAX_SAMPLE:e})",
                 self.consumed + i,

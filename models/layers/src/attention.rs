@@ -30,7 +30,9 @@ impl AttentionConfig {
     /// the K/V groups, an odd head size (RoPE rotates pairs), sizes past `usize`.
     fn check(&self) -> Result<()> {
         let (heads, kv, d) = (self.num_heads, self.num_kv_heads, self.head_dim);
-        let bad = |why: String| Err(Error::invalid(format!("attention with {heads} heads, {kv} key/value heads of size {d}: {why}")));
+        let bad = |why: String| {
+            Err(Error::invalid(format!("attention with {heads} heads, {kv} key/value heads of size {d}: {why}")))
+        };
         if heads == 0 || kv == 0 || d == 0 {
             return bad("every count must be at least 1".into());
         }
