@@ -6,6 +6,7 @@
 //! load test (concurrent streams, some cancelled) against solo greedy output.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -412,4 +413,115 @@ fn load_concurrent_streams_with_cancellations() {
     // of caches, decoders and buffers would not fit under this bound.
     assert!(after < baseline + (64 << 20), "RSS grew from {} MB to {} MB across the load", baseline >> 20, after >> 20);
     assert!(!server.log().contains("panicked"), "{}", server.log());
+}
+
+/// The system's headless Chromium (`apt-get install chromium-headless-shell`, or chromium).
+fn chromium() -> PathBuf {
+    let names = ["chromium-headless-shell", "chromium", "chromium-browser"];
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
+        .find(|p| p.is_file())
+        .expect("no headless Chromium on PATH: apt-get install chromium-headless-shell")
+}
+
+/// DevTools' target list (`/json/list`); its HTTP server keeps the connection open, so the body
+/// is read up to its Content-Length.
+fn devtools_targets(port: &str) -> Value {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET /json/list HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "DevTools closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                .and_then(|v| v.parse().ok())
+                .expect("a Content-Length");
+            if body.len() >= len {
+                return serde_json::from_str(&body[..len]).unwrap();
+            }
+        }
+    }
+}
+
+/// Evaluates `expr` in the page behind a DevTools WebSocket; its value (a string).
+fn evaluate(ws: &mut tungstenite::WebSocket<std::net::TcpStream>, id: u64, expr: &str) -> String {
+    let call = serde_json::json!({
+        "id": id, "method": "Runtime.evaluate", "params": { "expression": expr, "returnByValue": true }
+    });
+    ws.send(tungstenite::Message::Text(call.to_string().into())).unwrap();
+    loop {
+        if let tungstenite::Message::Text(t) = ws.read().unwrap() {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["id"] == id {
+                return v["result"]["result"]["value"].as_str().unwrap_or_default().to_string();
+            }
+        }
+    }
+}
+
+/// The web page at `/` in headless Chromium: it lists the models, sends a chat message and
+/// shows the streamed reply, which equals `infer run --chat` greedy.
+#[test]
+fn web_page_streams_a_chat_reply_in_headless_chromium() {
+    let model = model_file(QWEN);
+    let server = Server::start(&["--model", model.to_str().unwrap()]);
+    let prompt = "Write a C function that adds two integers.";
+    let root = server.base.trim_end_matches("/v1");
+    let url =
+        format!("{root}/?model=qwen2.5-coder-0.5b-instruct-q4_k_m&max_tokens=16&chat={}", prompt.replace(' ', "%20"));
+    let profile = tempfile::tempdir().unwrap();
+    // Its own process group: the distribution's launcher is a shell script that starts the
+    // browser as a child, and the whole group is stopped at the end.
+    let mut browser = Command::new(chromium())
+        .process_group(0)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(&url)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start chromium");
+    let mut lines = BufReader::new(browser.stderr.take().unwrap()).lines();
+    let port = loop {
+        let line = lines.next().expect("chromium exited before its DevTools line").unwrap();
+        if let Some(rest) = line.split("ws://127.0.0.1:").nth(1) {
+            break rest.split('/').next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop)); // keep its stderr drained
+    let pages = devtools_targets(&port);
+    let page = pages.as_array().unwrap().iter().find(|p| p["type"] == "page").expect("a page target");
+    let ws_url = page["webSocketDebuggerUrl"].as_str().unwrap();
+    let stream = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let (mut ws, _) = tungstenite::client(ws_url, stream).expect("DevTools handshake");
+    let log = "document.getElementById('chat-log')";
+    let start = Instant::now();
+    let state = loop {
+        let state = evaluate(&mut ws, 1, &format!("{log}.dataset.state || ''"));
+        if state == "done" || state == "error" {
+            break state;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "the page never finished: state {state:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = evaluate(&mut ws, 2, &format!("{log}.textContent"));
+    let chunks: usize = evaluate(&mut ws, 3, &format!("{log}.dataset.chunks")).parse().unwrap();
+    let models = evaluate(&mut ws, 4, "document.getElementById('chat-model').options.length.toString()");
+    let group = format!("-{}", browser.id());
+    let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+    let _ = browser.wait();
+    assert_eq!(state, "done", "{text}");
+    assert_eq!(text, run_text(QWEN, prompt, 16, true));
+    assert!(chunks > 1, "the reply arrived in {chunks} chunk(s), not streamed");
+    assert_eq!(models, "1");
 }

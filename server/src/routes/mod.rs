@@ -37,6 +37,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() });
     Router::new()
         .nest("/v1", api)
+        .route("/", get(index))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(|req: Request| async move {
@@ -83,6 +84,11 @@ async fn get_model(
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     Ok(Json(model_object(&id, state.model(&id)?, state.created)))
+}
+
+/// The web page (server/web/index.html): chat, speech and transcription, no build step.
+async fn index() -> axum::response::Html<&'static str> {
+    axum::response::Html(include_str!("../../web/index.html"))
 }
 
 async fn health() -> Json<serde_json::Value> {
