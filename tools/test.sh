@@ -42,6 +42,18 @@ if [ "$TEST_MLX" = 1 ]; then
     tools/setup_mlx.sh
 fi
 
+# Headless Chromium for the server's web page test (cli/tests/serve.rs), from Debian's packages.
+if ! command -v chromium-headless-shell > /dev/null && ! command -v chromium > /dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+        echo "test.sh: installing chromium-headless-shell (apt-get)" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq chromium-headless-shell > /dev/null \
+            || { apt-get update -qq && apt-get install -y -qq chromium-headless-shell > /dev/null; }
+    else
+        echo "test.sh: no headless Chromium: install chromium-headless-shell (the web page test needs it)" >&2
+    fi
+fi
+
 cargo fmt --all -- --check
 # The README's first command on a clean target dir with no cmake on PATH, as a new user runs it.
 tools/check_first_run.sh
