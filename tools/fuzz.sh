@@ -45,7 +45,8 @@ for t in $targets; do
     corpus=$work/corpus/$t
     artifacts=$work/artifacts/$t
     log=$work/logs/$t.log
-    mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
+    # Targets whose input is a structure (arbitrary) start from an empty seed directory.
+    mkdir -p "$corpus" "$artifacts" "$(dirname "$log")" "$work/seeds/$t"
     echo "== $t: ${seconds}s"
     # The files a target writes for its readers: in memory where possible, removed afterwards.
     scratch=$(mktemp -d "$([ -d /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/infer-fuzz-$t.XXXXXX")
