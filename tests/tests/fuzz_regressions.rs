@@ -132,6 +132,16 @@ fn non_finite_or_huge_samples_are_a_resampling_error() {
     }
 }
 
+/// audio_decode: a WAVE_FORMAT_EXTENSIBLE header claiming 13 313 channels with a 2-channel mask;
+/// symphonia's mask fix-up shifts by more than 31 bits, which panics where overflow checks are on
+/// (this debug build; release wraps). `decode_audio` catches a decoder's panic: a bad-file error.
+#[test]
+fn a_panic_inside_the_audio_decoder_is_a_bad_file_error() {
+    let bytes = std::fs::read(fixture("fuzz/wav-extensible-channel-mask-overflow.wav")).unwrap();
+    let err = decode_audio(bytes, Some("wav"), "mask.wav").err().expect("refused").to_string();
+    assert!(err.contains("mask.wav: not a readable audio file"), "{err}");
+}
+
 /// resample: rates far apart (here 4 GHz from 10 Hz) made FFTs of gigabytes.
 #[test]
 fn sample_rates_outside_the_audio_range_are_an_error() {

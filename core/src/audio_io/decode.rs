@@ -74,11 +74,19 @@ pub fn decode_audio(bytes: Vec<u8>, extension: Option<&str>, name: &str) -> Resu
     if bytes.is_empty() {
         return Err(Error::invalid(format!("{name}: empty file (0 bytes), expected audio")));
     }
-    #[cfg(feature = "audio-encoders")]
-    if super::opus::is_ogg_opus(&bytes) {
-        return super::opus::decode_ogg_opus(&bytes, name).map(Interleaved::into_loaded);
-    }
-    let decoded = decode_symphonia(close_open_ended_wav(bytes), extension, name)?;
+    // The decoders are third-party parsers of untrusted bytes: a panic inside one (the fuzzer found
+    // symphonia's WAV channel-mask fix-up overflowing a shift in checked builds) is a bad file.
+    let decoded = crate::error::catch_panic("the decoder failed", || {
+        #[cfg(feature = "audio-encoders")]
+        if super::opus::is_ogg_opus(&bytes) {
+            return super::opus::decode_ogg_opus(&bytes, name);
+        }
+        decode_symphonia(close_open_ended_wav(bytes), extension, name)
+    })
+    .map_err(|e| match e {
+        Error::Panic(m) => Error::invalid(format!("{name}: not a readable audio file ({m})")),
+        e => e,
+    })?;
     if decoded.samples.is_empty() {
         return Err(Error::invalid(format!("{name}: the {} file holds no audio samples", decoded.format)));
     }
