@@ -107,6 +107,21 @@ pub trait BackendImpl: Send + Sync {
             )))),
         }
     }
+    /// Like `from_bytes`, the float elements converted to the float dtype `to` on the way: a
+    /// weight loader's single pass over a checkpoint stored in another float type (no copy in
+    /// the stored type first). By default, copies then converts.
+    fn from_bytes_as(
+        &self,
+        bytes: RSlice<'_, u8>,
+        dtype: DType,
+        to: DType,
+        shape: RSlice<'_, usize>,
+    ) -> RResult<TensorObj, FfiError> {
+        match self.from_bytes(bytes, dtype, shape) {
+            RResult::ROk(t) => self.exec(Op::ToDType(to), RSlice::from_slice(&[&t])),
+            RResult::RErr(e) => RResult::RErr(e),
+        }
+    }
     /// A tensor filled with `value`.
     fn full(&self, value: f64, dtype: DType, shape: RSlice<'_, usize>) -> RResult<TensorObj, FfiError>;
     /// Row-major little-endian bytes of `t` (waits for pending work); a quantized tensor gives

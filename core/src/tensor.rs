@@ -80,6 +80,24 @@ impl Tensor {
         Ok(Self::from_raw(raw, backend))
     }
 
+    /// A tensor from `bytes` of float `dtype`, converted to the float dtype `to` in one pass
+    /// (see [`crate::BackendImpl::from_bytes_as`]).
+    pub fn from_bytes_as(backend: &Backend, bytes: &[u8], dtype: DType, to: DType, shape: &[usize]) -> Result<Self> {
+        let numel: usize = shape.iter().product();
+        let want = dtype.storage_bytes(numel);
+        if bytes.len() != want {
+            return Err(Error::Shape(format!(
+                "{} bytes for a {dtype} tensor of shape {shape:?} (expected {want})",
+                bytes.len()
+            )));
+        }
+        if !dtype.is_float() || !to.is_float() {
+            return Err(Error::invalid(format!("from_bytes_as converts floats only, not {dtype} to {to}")));
+        }
+        let raw = lift(backend.obj().from_bytes_as(bytes.into(), dtype, to, shape.into()))?;
+        Ok(Self::from_raw(raw, backend))
+    }
+
     /// A tensor of `owner.bytes()[start..end]`, which the backend may keep in place (see
     /// [`crate::BackendImpl::from_shared`]).
     pub fn from_shared(

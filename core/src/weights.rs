@@ -160,6 +160,16 @@ impl Weights {
         self.dtype
     }
 
+    /// The same weights with float tensors converted to `dtype` instead.
+    pub fn with_dtype(&self, dtype: DType) -> Self {
+        Weights { dtype, ..self.clone() }
+    }
+
+    /// The dtype `name` is stored in, if the checkpoint has it.
+    pub fn stored_dtype(&self, name: &str) -> Option<DType> {
+        self.store.entries.get(&self.full_name(name)).map(|e| e.dtype)
+    }
+
     fn full_name(&self, name: &str) -> String {
         let full = if self.prefix.is_empty() { name.to_string() } else { format!("{}.{name}", self.prefix) };
         match &self.name_map {
@@ -201,13 +211,14 @@ impl Weights {
             backing.release(e.start, e.end);
             return Ok(t);
         }
-        let t = Tensor::from_bytes(&self.backend, bytes, e.dtype, &e.shape).map_err(located)?;
-        backing.release(e.start, e.end);
-        if e.dtype.is_float() && e.dtype != self.dtype {
-            t.to_dtype(self.dtype)
+        let t = if e.dtype.is_float() && e.dtype != self.dtype {
+            Tensor::from_bytes_as(&self.backend, bytes, e.dtype, self.dtype, &e.shape)
         } else {
-            Ok(t)
-        }
+            Tensor::from_bytes(&self.backend, bytes, e.dtype, &e.shape)
+        };
+        let t = t.map_err(located)?;
+        backing.release(e.start, e.end);
+        Ok(t)
     }
 
     /// Like [`Weights::get`], checking the shape.

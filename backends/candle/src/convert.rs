@@ -1,5 +1,7 @@
 //! Bytes <-> tensors and dtype mapping between infer and candle.
 
+use std::mem::MaybeUninit;
+
 use candle_core::{CpuStorage, DType as C, Device, Storage, Tensor};
 use half::{bf16, f16};
 use infer_core::{DType, Error, Result};
@@ -63,20 +65,50 @@ pod!(u8, 1, |a: [u8; 1]| a[0], |v: u8| [v]);
 pod!(f16, 2, |a| f16::from_bits(u16::from_le_bytes(a)), |v: f16| v.to_bits().to_le_bytes());
 pod!(bf16, 2, |a| bf16::from_bits(u16::from_le_bytes(a)), |v: bf16| v.to_bits().to_le_bytes());
 
+/// Elements per piece when a large buffer is filled by the pool's threads: a loaded weight's
+/// time goes mostly to faulting in its fresh pages, which the threads then share.
+const PIECE: usize = 1 << 18;
+
+struct SendPtr<T>(*mut MaybeUninit<T>);
+// SAFETY: hands disjoint pieces of one buffer to the pool's threads.
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+
+/// A `Vec` of `n` elements, `fill(start, out)` writing every element of `out` (elements
+/// `start..start + out.len()`), in parallel pieces when large.
+fn filled<T: Send>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    let spare = &mut v.spare_capacity_mut()[..n];
+    if n < 2 * PIECE {
+        fill(0, spare);
+    } else {
+        let p = SendPtr(spare.as_mut_ptr());
+        candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(PIECE), |pieces| {
+            let p = &p;
+            for piece in pieces {
+                let start = piece * PIECE;
+                // SAFETY: pieces are disjoint and inside the first `n` elements of the capacity.
+                let out = unsafe { std::slice::from_raw_parts_mut(p.0.add(start), PIECE.min(n - start)) };
+                fill(start, out);
+            }
+        });
+    }
+    // SAFETY: every piece of `0..n` was written by `fill`.
+    unsafe { v.set_len(n) };
+    v
+}
+
 /// Decodes little-endian elements from a possibly unaligned byte slice.
-fn decode<T: Pod>(bytes: &[u8]) -> Vec<T> {
+fn decode<T: Pod + Send>(bytes: &[u8]) -> Vec<T> {
     #[cfg(target_endian = "little")]
     {
-        let n = bytes.len() / T::SIZE;
-        let mut v: Vec<T> = Vec::with_capacity(n);
-        // SAFETY: `v` has room for `n` elements = `n * SIZE` bytes; every bit pattern is a valid
-        // `T` (plain numbers); the copy is bytewise, so the source alignment does not matter;
-        // on little-endian targets the in-memory layout equals the little-endian encoding.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr() as *mut u8, n * T::SIZE);
-            v.set_len(n);
-        }
-        v
+        filled(bytes.len() / T::SIZE, |start, out: &mut [MaybeUninit<T>]| {
+            let src = &bytes[start * T::SIZE..(start + out.len()) * T::SIZE];
+            // SAFETY: `out` spans `src.len()` bytes; every bit pattern is a valid `T` (plain
+            // numbers); the copy is bytewise, so the source alignment does not matter; on
+            // little-endian targets the in-memory layout equals the little-endian encoding.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out.as_mut_ptr() as *mut u8, src.len()) };
+        })
     }
     #[cfg(not(target_endian = "little"))]
     {
@@ -106,7 +138,7 @@ fn encode<T: Pod>(values: &[T]) -> Vec<u8> {
     }
 }
 
-fn dense_from<T: Pod>(bytes: &[u8], shape: &[usize]) -> candle_core::Result<Tensor> {
+fn dense_from<T: Pod + Send>(bytes: &[u8], shape: &[usize]) -> candle_core::Result<Tensor> {
     Tensor::from_vec(decode::<T>(bytes), shape, &Device::Cpu)
 }
 
@@ -130,6 +162,54 @@ pub fn dense_from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<T
         q => return Err(Error::unsupported(format!("from_bytes: {q} is not a dense dtype"))),
     };
     r.map_err(|e| Error::backend(format!("from_bytes {dtype}{shape:?}: {}", crate::error::message(&e))))
+}
+
+/// `bytes` of float `dtype` as a float tensor of dtype `to`, converted in one pass: the weight
+/// loader's path for checkpoints stored in another float type (a bf16 file computed in f32
+/// would otherwise be copied as bf16, then converted into a second buffer). Conversions round
+/// like candle's `to_dtype`.
+pub fn dense_from_bytes_as(bytes: &[u8], dtype: DType, to: DType, shape: &[usize]) -> Result<Tensor> {
+    let numel: usize = shape.iter().product();
+    if to == dtype || bytes.len() != dtype.storage_bytes(numel) {
+        // Nothing to convert, or a length error `dense_from_bytes` reports.
+        return dense_from_bytes(bytes, dtype, shape);
+    }
+    let r = match dtype {
+        DType::F32 => convert_all(bytes, f32::from_le_bytes, to, shape),
+        DType::BF16 => convert_all(bytes, |b| bf16::from_bits(u16::from_le_bytes(b)).to_f32(), to, shape),
+        DType::F16 => convert_all(bytes, |b| f16::from_bits(u16::from_le_bytes(b)).to_f32(), to, shape),
+        _ => return Err(Error::invalid(format!("from_bytes_as: {dtype} is not a float type"))),
+    };
+    r.map_err(|e| Error::backend(format!("from_bytes_as {dtype}{shape:?} -> {to}: {}", crate::error::message(&e))))
+}
+
+/// Every `N`-byte element of `bytes`, read as f32 by `read`, stored as `to`.
+fn convert_all<const N: usize>(
+    bytes: &[u8],
+    read: impl Fn([u8; N]) -> f32 + Sync,
+    to: DType,
+    shape: &[usize],
+) -> candle_core::Result<Tensor> {
+    let dev = &Device::Cpu;
+    match to {
+        DType::F32 => Tensor::from_vec(convert_with(bytes, &read, |v| v), shape, dev),
+        DType::BF16 => Tensor::from_vec(convert_with(bytes, &read, bf16::from_f32), shape, dev),
+        DType::F16 => Tensor::from_vec(convert_with(bytes, &read, f16::from_f32), shape, dev),
+        _ => candle_core::bail!("{to:?} is not a float type"),
+    }
+}
+
+fn convert_with<const N: usize, T: Send>(
+    bytes: &[u8],
+    read: &(impl Fn([u8; N]) -> f32 + Sync),
+    store: impl Fn(f32) -> T + Sync,
+) -> Vec<T> {
+    filled(bytes.len() / N, |start, out| {
+        let src = bytes[start * N..(start + out.len()) * N].chunks_exact(N);
+        for (o, c) in out.iter_mut().zip(src) {
+            o.write(store(read(c.try_into().expect("chunk of N bytes"))));
+        }
+    })
 }
 
 /// Row-major little-endian bytes of a dense tensor (copied out of strided views as needed).

@@ -91,6 +91,19 @@ impl BackendImpl for CandleBackend {
         })
     }
 
+    fn from_bytes_as(
+        &self,
+        bytes: RSlice<'_, u8>,
+        dtype: DType,
+        to: DType,
+        shape: RSlice<'_, usize>,
+    ) -> RResult<TensorObj, FfiError> {
+        ffi_result("from_bytes_as", || {
+            let t = convert::dense_from_bytes_as(bytes.as_slice(), dtype, to, shape.as_slice())?;
+            Ok(CandleTensor::Dense(t).into_obj())
+        })
+    }
+
     /// Quantized matrices with native kernels stay in the owner's (mapped) bytes.
     fn from_shared(
         &self,

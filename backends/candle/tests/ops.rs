@@ -139,6 +139,40 @@ fn bytes_roundtrip_every_dense_dtype_and_unaligned_input() {
     assert!(Tensor::from_bytes(&b, &[0u8; 5], DType::F32, &[2]).is_err());
 }
 
+/// The loader's one-pass conversion gives exactly what a copy then `to_dtype` gives, for every
+/// pair of float types, from unaligned bytes.
+#[test]
+fn from_bytes_as_equals_copy_then_convert() {
+    let b = be();
+    let floats = [DType::F32, DType::F16, DType::BF16];
+    // Values that round differently in each type, plus exact ones and a subnormal f16.
+    let mut values = rand_vec(61, 5);
+    values.extend([0.0, -1.0, 65504.0, 1e-6, 1.234_567_8]);
+    let shape = [values.len()];
+    for from in floats {
+        let stored = t(&b, &values, &shape).to_dtype(from).unwrap().to_bytes().unwrap();
+        let mut buf = vec![0u8; stored.len() + 1];
+        buf[1..].copy_from_slice(&stored);
+        for to in floats {
+            let want = Tensor::from_bytes(&b, &stored, from, &shape).unwrap().to_dtype(to).unwrap();
+            let got = Tensor::from_bytes_as(&b, &buf[1..], from, to, &shape).unwrap();
+            assert_eq!(got.dtype(), to);
+            assert_eq!(got.to_bytes().unwrap(), want.to_bytes().unwrap(), "{from} -> {to}");
+        }
+    }
+    // Large tensors are filled in parallel pieces: every element lands in its place.
+    let n = 3 << 18 | 5;
+    let big = rand_vec(n, 9);
+    let stored = t(&b, &big, &[n]).to_dtype(DType::BF16).unwrap().to_bytes().unwrap();
+    let want = Tensor::from_bytes(&b, &stored, DType::BF16, &[n]).unwrap().to_dtype(DType::F32).unwrap();
+    let got = Tensor::from_bytes_as(&b, &stored, DType::BF16, DType::F32, &[n]).unwrap();
+    assert_eq!(got.to_vec_f32().unwrap(), want.to_vec_f32().unwrap());
+    let f32_bytes: Vec<u8> = big.iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(Tensor::from_bytes(&b, &f32_bytes, DType::F32, &[n]).unwrap().to_vec_f32().unwrap(), big);
+    assert!(Tensor::from_bytes_as(&b, &[0u8; 6], DType::BF16, DType::F32, &[2]).is_err());
+    assert!(Tensor::from_bytes_as(&b, &[0u8; 8], DType::U32, DType::F32, &[2]).is_err());
+}
+
 #[test]
 fn full_and_dtype_casts() {
     let b = be();

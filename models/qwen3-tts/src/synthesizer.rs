@@ -35,15 +35,24 @@ impl Qwen3Tts {
     /// `Qwen3-TTS-Tokenizer-12Hz/`).
     pub fn load(dir: &Path, backend: &Backend, options: &ModelLoadOptions) -> Result<Self> {
         let dtype = options.dtype;
+        let t0 = Instant::now();
         let generator = CodeGenerator::load(dir, backend, dtype)?;
+        let t1 = Instant::now();
         // The codec's convolutions are quality-sensitive and cheap next to the talker: keep them f32.
         let codec = Codec12Hz::load_for_model(dir, backend, infer_core::DType::F32)?;
+        let t2 = Instant::now();
         let speaker_encoder = match generator.cfg.speaker_encoder_config {
             Some(_) if generator.cfg.tts_model_type.as_deref().is_none_or(|t| t == "base") => {
                 Some(SpeakerEncoder::from_dir(dir, backend, infer_core::DType::F32)?)
             }
             _ => None,
         };
+        tracing::debug!(
+            generator_s = (t1 - t0).as_secs_f64(),
+            codec_s = (t2 - t1).as_secs_f64(),
+            speaker_encoder_s = t2.elapsed().as_secs_f64(),
+            "qwen3-tts load timing"
+        );
         if codec.config().decoder_config.num_quantizers != generator.num_codebooks() {
             return Err(Error::checkpoint(
                 dir,

@@ -20,6 +20,7 @@ mod transformer;
 mod weight_norm;
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use infer_core::audio::{Audio, AudioCodec};
 use infer_core::{Backend, DType, Error, Result, Tensor, Weights};
@@ -61,7 +62,10 @@ pub fn find_codec_dir(model_dir: &Path) -> Result<PathBuf> {
 pub struct Codec12Hz {
     config: CodecConfig,
     decoder: Decoder,
-    encoder: Encoder,
+    /// Loaded on first use: only voice cloning encodes, and the Mimi encoder is a third of the
+    /// codec's weights (its tensors stay in the mapped file until then).
+    encoder: OnceLock<Encoder>,
+    weights: Weights,
     backend: Backend,
     dtype: DType,
 }
@@ -72,9 +76,19 @@ impl Codec12Hz {
         let config = CodecConfig::from_dir(dir)?;
         let w = Weights::from_dir(dir, backend, dtype)?;
         let decoder = Decoder::load(&w.prefixed("decoder"), &config.decoder_config)?;
-        let encoder =
-            Encoder::load(&w.prefixed("encoder"), &config.encoder_config, config.encoder_valid_num_quantizers)?;
-        Ok(Codec12Hz { config, decoder, encoder, backend: backend.clone(), dtype })
+        Ok(Codec12Hz { config, decoder, encoder: OnceLock::new(), weights: w, backend: backend.clone(), dtype })
+    }
+
+    /// The encoder, loaded on the first call.
+    fn encoder(&self) -> Result<&Encoder> {
+        if let Some(e) = self.encoder.get() {
+            return Ok(e);
+        }
+        let c = &self.config;
+        let loaded =
+            Encoder::load(&self.weights.prefixed("encoder"), &c.encoder_config, c.encoder_valid_num_quantizers)?;
+        // A concurrent first call may have won the race; either copy is the same.
+        Ok(self.encoder.get_or_init(|| loaded))
     }
 
     /// [`find_codec_dir`] then [`Codec12Hz::load`].
@@ -126,7 +140,7 @@ impl Codec12Hz {
             return Err(Error::invalid(format!("codec encode: sample {i} is {}", samples[i])));
         }
         let wav = Tensor::from_f32(&self.backend, samples, &[1, 1, samples.len()])?.to_dtype(self.dtype)?;
-        let mut codes = self.encoder.encode(&wav, self.config.encoder_valid_num_quantizers)?;
+        let mut codes = self.encoder()?.encode(&wav, self.config.encoder_valid_num_quantizers)?;
         codes.truncate(samples.len().div_ceil(self.config.encode_downsample_rate));
         Ok(codes)
     }
@@ -183,7 +197,7 @@ impl Codec12Hz {
     #[doc(hidden)]
     pub fn encoder_embeddings(&self, samples: &[f32]) -> Result<Vec<f32>> {
         let wav = Tensor::from_f32(&self.backend, samples, &[1, 1, samples.len()])?.to_dtype(self.dtype)?;
-        self.encoder.embed(&wav)?.to_vec_f32()
+        self.encoder()?.embed(&wav)?.to_vec_f32()
     }
 }
 
