@@ -234,3 +234,16 @@ fn gemma_sliding_window_pattern_zero_is_an_error() {
     let msg = load_gemma(dir.path());
     assert!(msg.contains("sliding_window_pattern must be at least 1"), "{msg}");
 }
+
+/// llm_config: `hidden_size` 6 411 115 555 made a head size of 1.6 billion, and the rotary
+/// frequency table of that size was allocated (gigabytes, out of memory) before any weight could
+/// disagree with the config.
+#[test]
+fn an_absurd_head_size_is_an_error_not_an_allocation() {
+    let dir = fixture_with("llama3/plain", |c| {
+        c.insert("hidden_size".into(), 6_411_115_555u64.into());
+        c.remove("head_dim");
+    });
+    let msg = load_err(dir.path(), "llama");
+    assert!(msg.contains("head size") && msg.contains("larger than 65536"), "{msg}");
+}
