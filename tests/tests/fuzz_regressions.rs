@@ -163,6 +163,17 @@ fn voice_pickle_with_a_short_tensor_record_is_an_error() {
     assert!(err.contains("voice-pickle-short-rebuild-args.pt"), "{err}");
 }
 
+/// voice_file: a pickle whose LONG1 opcode claims more than 8 bytes; candle's pickle reader
+/// shifts past 64 bits, which panics where overflow checks are on (this debug build). `read_voice`
+/// catches the reader's panic: an unreadable-file error.
+#[test]
+fn a_panic_inside_the_pickle_reader_is_an_unreadable_voice() {
+    let path = fixture("fuzz/voice-pickle-long1-overlong.pt");
+    let Err(err) = infer_voxtral_tts::voices::read_voice(&path, 64) else { panic!("an overlong LONG1 was accepted") };
+    let err = err.to_string();
+    assert!(err.contains("voice-pickle-long1-overlong.pt") && err.contains("unreadable pickle"), "{err}");
+}
+
 fn load_err(dir: &Path, arch: &str) -> String {
     let backend = infer_backend_candle::CandleBackend::backend().unwrap();
     let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0 };
