@@ -138,7 +138,7 @@ fn non_finite_or_huge_samples_are_a_resampling_error() {
 #[test]
 fn a_panic_inside_the_audio_decoder_is_a_bad_file_error() {
     let bytes = std::fs::read(fixture("fuzz/wav-extensible-channel-mask-overflow.wav")).unwrap();
-    let err = decode_audio(bytes, Some("wav"), "mask.wav").err().expect("refused").to_string();
+    let err = decode_audio(bytes, Some("wav"), "mask.wav").expect_err("refused").to_string();
     assert!(err.contains("mask.wav: not a readable audio file"), "{err}");
 }
 
