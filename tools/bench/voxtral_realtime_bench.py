@@ -240,6 +240,20 @@ def compiler_running() -> int:
     return 0
 
 
+def wait_idle(max_wait_s: float, quiet_s: int = 30, max_load: float = 0.5):
+    """Waits until no compiler has run for `quiet_s` seconds and the 1-minute load average is below
+    `max_load`, at most `max_wait_s` (then measures anyway: the table records load and contention)."""
+    t0, quiet = time.time(), 0
+    while time.time() - t0 < max_wait_s:
+        quiet = 0 if compiler_running() else quiet + 1
+        if quiet >= quiet_s and os.getloadavg()[0] < max_load:
+            print(f"idle after {time.time() - t0:.0f} s", file=sys.stderr)
+            return
+        time.sleep(1)
+    if max_wait_s > 0:
+        print(f"NOT idle after {max_wait_s:.0f} s (load {os.getloadavg()}); measuring anyway", file=sys.stderr)
+
+
 def run_all(a):
     out_dir = a.out or Path(f"/tmp/infer-rt-bench-{time.strftime('%Y%m%d-%H%M%S')}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -249,11 +263,14 @@ def run_all(a):
     max_rss = int(a.max_rss_gb * 2**30)
     print(f"results -> {out_dir}; audio {audio_s:.2f} s; load {os.getloadavg()}", file=sys.stderr)
 
+    wait_idle(a.idle_max_wait_s)
     ref = measure("transformers", [str(a.python), __file__, "ref", str(a.checkpoint), "--audio", str(wav),
                                    "--threads", str(a.threads)], env, out_dir, max_rss)
     base = [str(a.infer), "transcribe", "--model", str(a.checkpoint), "--dtype", a.dtype, "--json"]
+    wait_idle(a.idle_max_wait_s)
     off = measure("infer-offline", base + [str(wav)], env, out_dir, max_rss)
     print(f"infer offline: {off['metrics']['wall_seconds']:.1f} s", file=sys.stderr)
+    wait_idle(a.idle_max_wait_s)
     st = measure("infer-stream", base + ["--stream", "--fast", "--chunk-ms", "80", str(wav)], env, out_dir, max_rss)
     print(f"infer stream: {st['metrics']['wall_seconds']:.1f} s", file=sys.stderr)
     results = {"audio_s": audio_s, "threads": a.threads, "dtype": a.dtype, "transformers": ref,
@@ -360,6 +377,8 @@ def main():
     ap.add_argument("--audio-repeat", type=int, default=2)
     ap.add_argument("--max-rss-gb", type=float, default=20.0)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--idle-max-wait-s", type=float, default=0,
+                    help="before each side, wait up to this long for no compiler and load < 0.5")
     a = ap.parse_args()
     if a.cmd == "ref":
         print(json.dumps(run_ref(a)))
