@@ -112,7 +112,11 @@ fn offline_streaming_and_json_match_transformers_in_both_layouts() {
         let v = json(&transcribe(layout, &speech, &["--stream", "--fast", "--chunk-ms", "37", "--json"]));
         assert_eq!(ids(&v), default.greedy, "{layout}: streamed ids");
         assert_eq!(v["metrics"]["chunks"], 52_800usize.div_ceil(592), "{layout}: {}", v["metrics"]);
-        assert!(v["metrics"]["chunk_seconds_max"].as_f64().unwrap() > 0.0);
+        let chunk = |key: &str| v["metrics"][key].as_f64().unwrap_or_else(|| panic!("{key}: {}", v["metrics"]));
+        assert!(0.0 < chunk("chunk_seconds_p50"), "{}", v["metrics"]);
+        assert!(chunk("chunk_seconds_p50") <= chunk("chunk_seconds_p95"), "{}", v["metrics"]);
+        assert!(chunk("chunk_seconds_p95") <= chunk("chunk_seconds_push_max"), "{}", v["metrics"]);
+        assert!(chunk("chunk_seconds_max") > 0.0 && chunk("finish_seconds") > 0.0, "{}", v["metrics"]);
 
         let delay = overridden.delay_ms.to_string();
         let v = json(&transcribe(layout, &speech, &["--delay-ms", &delay, "--json"]));

@@ -8,27 +8,11 @@ use libfuzzer_sys::fuzz_target;
 
 const HINTS: [Option<&str>; 6] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg"), Some("opus")];
 
-/// `decode_audio` turns a panic inside a third-party decoder into an error (checked builds, like
-/// this one, trip on overflows that release builds wrap), so such a panic is not a crash of ours:
-/// it is printed once per site for an upstream report and the run goes on. Any other panic keeps
-/// libFuzzer's abort.
-fn tolerate_upstream_decoder_panics() {
-    let abort = std::panic::take_hook();
-    let seen = std::sync::Mutex::new(std::collections::HashSet::new());
-    std::panic::set_hook(Box::new(move |info| {
-        let file = info.location().map(|l| l.file()).unwrap_or("");
-        if ["/symphonia-", "/ogg-", "/opus-pure-"].iter().any(|c| file.contains(c)) {
-            let site = info.location().map(|l| l.to_string()).unwrap_or_default();
-            if seen.lock().map(|mut s| s.insert(site.clone())).unwrap_or(false) {
-                eprintln!("upstream decoder panic (caught by decode_audio): {site}: {info}");
-            }
-            return;
-        }
-        abort(info);
-    }));
-}
+/// `decode_audio` catches a panic inside a third-party decoder (this checked build trips on
+/// overflows that release builds wrap) and returns an error.
+const DECODERS: &[&str] = &["/symphonia-", "/ogg-", "/opus-pure-"];
 
-fuzz_target!(init: tolerate_upstream_decoder_panics(), |data: &[u8]| {
+fuzz_target!(init: infer_fuzz::tolerate_upstream_panics(DECODERS), |data: &[u8]| {
     let Some((&hint, bytes)) = data.split_first() else { return };
     let Ok(loaded) = decode_audio(bytes.to_vec(), HINTS[hint as usize % HINTS.len()], "fuzz input") else { return };
     let _ = check_audio(&loaded.audio, &AudioLimits::default(), "fuzz input");

@@ -5,7 +5,8 @@
 
 use libfuzzer_sys::fuzz_target;
 
-const FIXTURES: [&str; 6] = ["qwen3/gqa", "qwen3/head-dim", "qwen2/base", "llama3/scaled", "gemma3/base", "gemma3/window-long"];
+const FIXTURES: [&str; 6] =
+    ["qwen3/gqa", "qwen3/head-dim", "qwen2/base", "llama3/scaled", "gemma3/base", "gemma3/window-long"];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, config)) = data.split_first() else { return };

@@ -21,10 +21,7 @@ pub fn write_all(root: &Path) {
     all.insert("safetensors", safetensors_seeds());
     all.insert("llm_config", llm_config_seeds());
     all.insert("qwen3_tts_config", picked(&[(0, "qwen3-tts/small/config.json"), (1, "qwen3-tts/codec/config.json")]));
-    all.insert(
-        "voxtral_tts_params",
-        files(&["voxtral-tts/small/params.json", "voxtral-tts/bf16/params.json"]),
-    );
+    all.insert("voxtral_tts_params", files(&["voxtral-tts/small/params.json", "voxtral-tts/bf16/params.json"]));
     all.insert(
         "voxtral_realtime_config",
         picked(&[(0, "voxtral-realtime/mistral/params.json"), (1, "voxtral-realtime/hf/config.json")]),
@@ -117,8 +114,10 @@ fn audio_seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 fn tekken_seeds() -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> =
-        ["voxtral-realtime/tekken.json", "voxtral-tts/small/tekken.json"].iter().map(|r| (seed_name(r), read(r))).collect();
+    let mut files: Vec<(String, Vec<u8>)> = ["voxtral-realtime/tekken.json", "voxtral-tts/small/tekken.json"]
+        .iter()
+        .map(|r| (seed_name(r), read(r)))
+        .collect();
     // The real vocabulary (tools/models/fetch.sh), cut to a size a fuzz input can have.
     if let Ok(text) = std::fs::read(crate::models_dir().join("tekken_240911.json")) {
         files.push(("real_tekken_240911.json".into(), trimmed_tekken(&text)));
@@ -296,11 +295,16 @@ fn llm_as_gguf(rel: &str, arch: &str, spm: bool) -> Vec<u8> {
     meta.push(("tokenizer.ggml.eos_token_id".into(), Value::U32(vocab.len() as u32 - 2)));
     meta.push((
         "tokenizer.chat_template".into(),
-        Value::String("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}".into()),
+        Value::String(
+            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}".into(),
+        ),
     ));
     if spm {
         meta.push(("tokenizer.ggml.model".into(), Value::String("llama".into())));
-        meta.push(("tokenizer.ggml.scores".into(), Value::Array((0..vocab.len()).map(|i| Value::F32(-(i as f32))).collect())));
+        meta.push((
+            "tokenizer.ggml.scores".into(),
+            Value::Array((0..vocab.len()).map(|i| Value::F32(-(i as f32))).collect()),
+        ));
         meta.push(("tokenizer.ggml.add_space_prefix".into(), Value::Bool(true)));
     } else {
         meta.push(("tokenizer.ggml.model".into(), Value::String("gpt2".into())));
@@ -330,10 +334,11 @@ fn llm_as_gguf(rel: &str, arch: &str, spm: bool) -> Vec<u8> {
 /// A GGUF holding one small tensor of each block format the reader dequantizes.
 fn dtypes_gguf() -> Vec<u8> {
     let t = Tensor::arange(0f32, 512.0, &Device::Cpu).unwrap().reshape((2, 256)).unwrap();
-    let tensors: Vec<(String, QTensor)> = [GgmlDType::F32, GgmlDType::F16, GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K]
-        .iter()
-        .map(|d| (format!("t.{d:?}"), QTensor::quantize(&t, *d).expect("quantize")))
-        .collect();
+    let tensors: Vec<(String, QTensor)> =
+        [GgmlDType::F32, GgmlDType::F16, GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K]
+            .iter()
+            .map(|d| (format!("t.{d:?}"), QTensor::quantize(&t, *d).expect("quantize")))
+            .collect();
     let meta = vec![("general.architecture".to_string(), Value::String("llama".into()))];
     write_gguf(&meta, &tensors)
 }

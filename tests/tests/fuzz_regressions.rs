@@ -138,7 +138,7 @@ fn non_finite_or_huge_samples_are_a_resampling_error() {
 #[test]
 fn a_panic_inside_the_audio_decoder_is_a_bad_file_error() {
     let bytes = std::fs::read(fixture("fuzz/wav-extensible-channel-mask-overflow.wav")).unwrap();
-    let err = decode_audio(bytes, Some("wav"), "mask.wav").err().expect("refused").to_string();
+    let err = decode_audio(bytes, Some("wav"), "mask.wav").expect_err("refused").to_string();
     assert!(err.contains("mask.wav: not a readable audio file"), "{err}");
 }
 
@@ -161,6 +161,17 @@ fn voice_pickle_with_a_short_tensor_record_is_an_error() {
     let Err(err) = infer_voxtral_tts::voices::read_voice(&path, 64) else { panic!("a short record was accepted") };
     let err = err.to_string();
     assert!(err.contains("voice-pickle-short-rebuild-args.pt"), "{err}");
+}
+
+/// voice_file: a pickle whose LONG1 opcode claims more than 8 bytes; candle's pickle reader
+/// shifts past 64 bits, which panics where overflow checks are on (this debug build). `read_voice`
+/// catches the reader's panic: an unreadable-file error.
+#[test]
+fn a_panic_inside_the_pickle_reader_is_an_unreadable_voice() {
+    let path = fixture("fuzz/voice-pickle-long1-overlong.pt");
+    let Err(err) = infer_voxtral_tts::voices::read_voice(&path, 64) else { panic!("an overlong LONG1 was accepted") };
+    let err = err.to_string();
+    assert!(err.contains("voice-pickle-long1-overlong.pt") && err.contains("unreadable pickle"), "{err}");
 }
 
 fn load_err(dir: &Path, arch: &str) -> String {
@@ -233,4 +244,17 @@ fn gemma_sliding_window_pattern_zero_is_an_error() {
     });
     let msg = load_gemma(dir.path());
     assert!(msg.contains("sliding_window_pattern must be at least 1"), "{msg}");
+}
+
+/// llm_config: `hidden_size` 6 411 115 555 made a head size of 1.6 billion, and the rotary
+/// frequency table of that size was allocated (gigabytes, out of memory) before any weight could
+/// disagree with the config.
+#[test]
+fn an_absurd_head_size_is_an_error_not_an_allocation() {
+    let dir = fixture_with("llama3/plain", |c| {
+        c.insert("hidden_size".into(), 6_411_115_555u64.into());
+        c.remove("head_dim");
+    });
+    let msg = load_err(dir.path(), "llama");
+    assert!(msg.contains("head size") && msg.contains("larger than 65536"), "{msg}");
 }

@@ -63,6 +63,8 @@ struct Outcome {
     first_text_seconds: Option<f64>,
     /// Wall seconds of each `push_audio` (streaming only).
     chunk_seconds: Vec<f64>,
+    /// Wall seconds of the session's `finish` (streaming only: the right padding's steps).
+    finish_seconds: Option<f64>,
 }
 
 pub fn run(registry: &Registry, args: TranscribeArgs) -> Result<()> {
@@ -115,6 +117,7 @@ fn offline(rec: &dyn SpeechRecognizer, options: &RecognitionOptions, audio: &Aud
         tokens: t.tokens,
         metrics: t.metrics,
         chunk_seconds: Vec::new(),
+        finish_seconds: None,
     })
 }
 
@@ -158,7 +161,9 @@ impl Streamer {
     }
 
     fn finish(mut self) -> Result<Outcome> {
+        let t = Instant::now();
         let delta = self.session.finish()?;
+        self.out.finish_seconds = Some(t.elapsed().as_secs_f64());
         self.take(delta)?;
         self.out.metrics = self.session.metrics();
         Ok(self.out)
@@ -195,6 +200,14 @@ fn stream_mic(rec: &dyn SpeechRecognizer, options: &RecognitionOptions, print: b
     streamer.finish()
 }
 
+/// The `q` quantile (nearest rank) of `xs`; `None` when there are none.
+fn percentile(xs: &[f64], q: f64) -> Option<f64> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1));
+    v.get(rank - 1).copied()
+}
+
 fn report(args: &TranscribeArgs, mode: &str, load_seconds: f64, o: &Outcome) -> Result<()> {
     let m = &o.metrics;
     let streamed = mode != "offline";
@@ -218,8 +231,14 @@ fn report(args: &TranscribeArgs, mode: &str, load_seconds: f64, o: &Outcome) -> 
                 "encoder_seconds": m.encoder_seconds,
                 "decoder_seconds": m.decoder_seconds,
                 "chunks": o.chunk_seconds.len(),
+                // Over the `push_audio` calls; `chunk_seconds_max` is the session's slowest call,
+                // `finish` (the right padding's steps) included.
                 "chunk_seconds_mean": mean_chunk,
+                "chunk_seconds_p50": percentile(&o.chunk_seconds, 0.50),
+                "chunk_seconds_p95": percentile(&o.chunk_seconds, 0.95),
+                "chunk_seconds_push_max": percentile(&o.chunk_seconds, 1.0),
                 "chunk_seconds_max": streamed.then_some(m.max_chunk_seconds),
+                "finish_seconds": o.finish_seconds,
                 "peak_memory_bytes": m.peak_memory_bytes,
             }
         });

@@ -1,6 +1,6 @@
 //! Rotary position embeddings: frequencies, Llama 3 scaling, and per-forward angle tables.
 
-use infer_core::{Backend, DType, Result, RopeLayout, Tensor};
+use infer_core::{Backend, DType, Error, Result, RopeLayout, Tensor};
 
 /// Rotary position embedding frequencies. Angles are computed per forward for the positions it
 /// covers (a few hundred floats), so no table bounds the context length.
@@ -19,9 +19,15 @@ pub struct RopeAngles {
 
 impl Rotary {
     /// Standard RoPE, `inv_freq[i] = 1 / base^(2i/dim)`, in f32 as transformers computes it.
-    pub fn new(dim: usize, base: f64, layout: RopeLayout, dtype: DType) -> Self {
+    /// The head size comes from a config file before any weight has confirmed it, so an absurd one
+    /// is refused here rather than allocated (published models use 64 to 512).
+    pub fn new(dim: usize, base: f64, layout: RopeLayout, dtype: DType) -> Result<Self> {
+        const MAX_HEAD_DIM: usize = 1 << 16;
+        if dim > MAX_HEAD_DIM {
+            return Err(Error::invalid(format!("rotary embedding: head size {dim} is larger than {MAX_HEAD_DIM}")));
+        }
         let inv_freq = (0..dim / 2).map(|i| 1.0 / (base as f32).powf((2 * i) as f32 / dim as f32)).collect();
-        Rotary { inv_freq, layout, dtype }
+        Ok(Rotary { inv_freq, layout, dtype })
     }
 
     /// Divides each frequency by a factor (llama3 scaling as GGUF stores it, `rope_freqs`).

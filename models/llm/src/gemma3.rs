@@ -212,8 +212,8 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
         Linear::from_weight(embed.clone())
     };
     let ropes = vec![
-        Rotary::new(hp.head_dim, p.global_base, RopeLayout::SplitHalf, opts.dtype),
-        Rotary::new(hp.head_dim, p.local_base, RopeLayout::SplitHalf, opts.dtype),
+        Rotary::new(hp.head_dim, p.global_base, RopeLayout::SplitHalf, opts.dtype)?,
+        Rotary::new(hp.head_dim, p.local_base, RopeLayout::SplitHalf, opts.dtype)?,
     ];
     Ok(CausalDecoder::new(DecoderParts {
         info: model_info("gemma3", hp, &embed, opts),

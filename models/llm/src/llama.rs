@@ -85,7 +85,7 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
                 tie_embeddings: c.tie_word_embeddings,
             };
             let scaling = llama3_scaling(c.rope_scaling.as_ref().or(c.rope_parameters.as_ref()), &cfg_path)?;
-            let mut rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::SplitHalf, opts.dtype);
+            let mut rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::SplitHalf, opts.dtype)?;
             if let Some(s) = &scaling {
                 rotary = rotary.llama3_scaled(s);
             }
@@ -95,7 +95,7 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
         Checkpoint::Gguf(g) => {
             let hp = HParams::from_gguf(g, "llama")?;
             let w = ckpt.weights(backend, opts.dtype, gguf_name)?;
-            let mut rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::Interleaved, opts.dtype);
+            let mut rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::Interleaved, opts.dtype)?;
             if w.contains("rope_freqs.weight") {
                 rotary = rotary.with_freq_factors(&w.get("rope_freqs.weight")?.to_vec_f32()?);
             }

@@ -15,6 +15,6 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
     let ckpt = Checkpoint::open(path)?;
     let hp = qwen_hparams(&ckpt, "qwen2")?;
     let w = ckpt.weights(backend, opts.dtype, gguf_name)?;
-    let rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::SplitHalf, opts.dtype);
+    let rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::SplitHalf, opts.dtype)?;
     build(&hp, &Flavor { architecture: "qwen2", qkv_bias: true, qk_norm: false }, rotary, &w, opts)
 }

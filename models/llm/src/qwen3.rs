@@ -60,6 +60,6 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
     let ckpt = Checkpoint::open(path)?;
     let hp = qwen_hparams(&ckpt, "qwen3")?;
     let w = ckpt.weights(backend, opts.dtype, gguf_name)?;
-    let rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::SplitHalf, opts.dtype);
+    let rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::SplitHalf, opts.dtype)?;
     build(&hp, &Flavor { architecture: "qwen3", qkv_bias: false, qk_norm: true }, rotary, &w, opts)
 }

@@ -61,7 +61,7 @@ impl EmbedDecoder {
         Ok(EmbedDecoder {
             blocks,
             norm: RmsNorm::load(&w.prefixed("norm"), d.hidden_size, d.rms_norm_eps)?,
-            rotary: Rotary::new(head_dim, d.rope_theta, RopeLayout::SplitHalf, w.dtype()),
+            rotary: Rotary::new(head_dim, d.rope_theta, RopeLayout::SplitHalf, w.dtype())?,
         })
     }
 

@@ -76,7 +76,7 @@ impl TextDecoder {
             layers: layers?,
             norm: RmsNorm::load(&m.prefixed("norm"), p.hidden, p.rms_eps)?,
             lm_head,
-            rotary: Rotary::new(p.head_dim, p.rope_theta, rope, w.dtype()),
+            rotary: Rotary::new(p.head_dim, p.rope_theta, rope, w.dtype())?,
             params: p.clone(),
         })
     }

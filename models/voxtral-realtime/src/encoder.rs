@@ -157,7 +157,7 @@ impl AudioEncoder {
             conv2: CausalConv::load(&w.prefixed("embedder.conv2"), p.hidden, p.hidden, 3, 2)?,
             layers: layers?,
             norm: RmsNorm::load(&w.prefixed("norm"), p.hidden, p.rms_eps)?,
-            rotary: Rotary::new(p.head_dim, p.rope_theta, rope, w.dtype()),
+            rotary: Rotary::new(p.head_dim, p.rope_theta, rope, w.dtype())?,
             params: p.clone(),
         })
     }

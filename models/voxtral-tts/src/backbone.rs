@@ -72,7 +72,7 @@ impl Backbone {
             codebook_offsets,
             blocks,
             norm: RmsNorm::load(&w.prefixed("norm"), dim, eps)?,
-            rotary: Rotary::new(cfg.head_dim, cfg.rope_theta, RopeLayout::Interleaved, w.dtype()),
+            rotary: Rotary::new(cfg.head_dim, cfg.rope_theta, RopeLayout::Interleaved, w.dtype())?,
             dim,
         })
     }

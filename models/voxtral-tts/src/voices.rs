@@ -116,12 +116,18 @@ fn read_pt(path: &Path) -> Result<VoiceRows> {
         .filter_map(|i| zip.by_index(i).ok().and_then(|f| f.name().ok().map(|n| n.to_string())))
         .find(|n| n.ends_with("data.pkl"))
         .ok_or_else(|| bad("not a torch.save file (no data.pkl inside)".into()))?;
-    let mut stack = Stack::empty();
-    {
-        let entry = zip.by_name(&pkl).map_err(|e| bad(e.to_string()))?;
+    let entry = zip.by_name(&pkl).map_err(|e| bad(e.to_string()))?;
+    // candle's pickle reader can panic on hostile opcodes (the fuzzer found LONG1 with more than 8
+    // bytes overflowing a shift in checked builds): its panic is an unreadable file.
+    let obj = infer_core::catch_panic("the pickle reader failed", || {
+        let mut stack = Stack::empty();
         stack.read_loop(&mut BufReader::new(entry)).map_err(|e| bad(format!("unreadable pickle: {e}")))?;
-    }
-    let obj = stack.finalize().map_err(|e| bad(format!("unreadable pickle: {e}")))?;
+        stack.finalize().map_err(|e| bad(format!("unreadable pickle: {e}")))
+    })
+    .map_err(|e| match e {
+        Error::Panic(m) => bad(format!("unreadable pickle ({m})")),
+        e => e,
+    })?;
     // A bare tensor, or (as some conversions save it) a dict holding one.
     let obj = match obj {
         Object::Dict(entries) => {
