@@ -3,9 +3,10 @@
 //!
 //! candle runs a grouped convolution as one convolution per group plus a concatenation, which is
 //! thousands of tiny ops for the depthwise convolutions of audio codecs; depthwise
-//! (groups == cin == cout) convolutions therefore use a direct loop here, in f32.
+//! (groups == cin == cout) convolutions therefore use a direct loop here, in f32. Dense f32
+//! convolutions use a tiled column buffer and gemm (`dense_conv1d_f32`).
 
-use candle_core::{DType as C, Result, Tensor};
+use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 
 #[derive(Debug, Clone, Copy)]
 pub struct ConvParams {
@@ -82,6 +83,9 @@ pub fn conv1d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: ConvParams) -> R
     same_dtype(x, w)?;
     let (b, cin, l) = x.dims3()?;
     let (cout, cin_g, k) = w.dims3()?;
+    if k == 0 {
+        candle_core::bail!("the weight {:?} has an empty kernel", w.dims());
+    }
     if cin_g * p.groups != cin || cout % p.groups != 0 {
         candle_core::bail!("input {:?} and weight {:?} do not fit {} groups", x.dims(), w.dims(), p.groups);
     }
@@ -111,10 +115,136 @@ pub fn conv1d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: ConvParams) -> R
             }
         });
         Tensor::from_vec(out, (b, cout, l_out), x.device())?.to_dtype(x.dtype())?
+    } else if p.groups == 1 && x.dtype() == C::F32 {
+        let (x, w) = (x.contiguous()?, w.contiguous()?);
+        // CPU tensors are read in place: no copy of the input or the weight per call.
+        let in_place = {
+            let (xg, xl) = x.storage_and_layout();
+            let (wg, wl) = w.storage_and_layout();
+            match (&*xg, xl.contiguous_offsets(), &*wg, wl.contiguous_offsets()) {
+                (
+                    Storage::Cpu(CpuStorage::F32(xv)),
+                    Some((xa, xz)),
+                    Storage::Cpu(CpuStorage::F32(wv)),
+                    Some((wa, wz)),
+                ) => Some(dense_conv1d_f32(&xv[xa..xz], &wv[wa..wz], (b, cin, l), (cout, k), &p, l_out)),
+                _ => None,
+            }
+        };
+        let out = match in_place {
+            Some(out) => out,
+            None => dense_conv1d_f32(&f32_vec(&x)?, &f32_vec(&w)?, (b, cin, l), (cout, k), &p, l_out),
+        };
+        Tensor::from_vec(out, (b, cout, l_out), x.device())?
     } else {
         x.conv1d(w, p.padding, p.stride, p.dilation, p.groups)?
     };
     add_bias(y, bias)
+}
+
+/// Column-buffer floats a tile of [`dense_conv1d_f32`] aims at (4 MB).
+const TILE_BUFFER: usize = 1 << 20;
+
+/// A dense (groups 1) f32 convolution, `(b, cin, l)` by `(cout, cin, k)`. Output columns go in
+/// tiles: the `k` input windows a tile reads are stacked into a column buffer whose rows follow
+/// the weight's own `(cin, k)` order, and one gemm writes the tile's columns of every output
+/// row in place. Unlike an im2col of the whole input (`cin·k` copies of it, then a transposed
+/// output to copy back), the buffer is a few MB, reused, and the tiles run on the pool's threads;
+/// when there are fewer tiles than threads (short inputs), the output channels are split too.
+fn dense_conv1d_f32(
+    xs: &[f32],
+    ws: &[f32],
+    (b, cin, l): (usize, usize, usize),
+    (cout, k): (usize, usize),
+    p: &ConvParams,
+    l_out: usize,
+) -> Vec<f32> {
+    let mut out = vec![0f32; b * cout * l_out];
+    if out.is_empty() {
+        return out;
+    }
+    let rows = cin * k;
+    let tile = (TILE_BUFFER / rows.max(1)).clamp(64, 1024).min(l_out);
+    let tiles = b * l_out.div_ceil(tile);
+    let pool = candle_core::utils::barrier_pool();
+    let threads = pool.n_workers() + 1;
+    let block = if tiles >= threads { cout } else { cout.div_ceil(threads.div_ceil(tiles)) };
+    let splits = cout.div_ceil(block);
+    let dst = SendPtr(out.as_mut_ptr());
+    let run = |items: std::ops::Range<usize>| {
+        let dst = &dst;
+        let mut cols = vec![0f32; rows * tile];
+        let mut filled = usize::MAX;
+        for item in items {
+            let (t, s) = (item / splits, item % splits);
+            let (bi, t0) = (t / l_out.div_ceil(tile), t % l_out.div_ceil(tile) * tile);
+            let n = tile.min(l_out - t0);
+            let (c0, m) = (s * block, block.min(cout - s * block));
+            if filled != t {
+                fill_columns(&mut cols[..rows * n], &xs[bi * cin * l..(bi + 1) * cin * l], (l, k), p, t0, n);
+                filled = t;
+            }
+            // SAFETY: `ws` is (cout, cin·k) row-major, of which rows c0..c0 + m are read, and
+            // `cols` (cin·k, n) row-major; the destination is the (m, n) block at rows c0.. and
+            // columns t0.. of batch item bi in `out` (row stride l_out): in bounds, and no other
+            // item writes it.
+            unsafe {
+                gemm::gemm(
+                    m,
+                    n,
+                    rows,
+                    dst.0.add((bi * cout + c0) * l_out + t0),
+                    1,
+                    l_out as isize,
+                    false,
+                    ws.as_ptr().add(c0 * rows),
+                    1,
+                    rows as isize,
+                    cols.as_ptr(),
+                    1,
+                    n as isize,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                )
+            }
+        }
+    };
+    if tiles * splits == 1 {
+        run(0..1);
+    } else {
+        pool.execute_chunked(tiles * splits, run);
+    }
+    out
+}
+
+/// `cols[(c·k + j)·n + i]` = input `x[c]` at position `(t0 + i)·stride + j·dilation - padding`,
+/// zero outside `0..l`.
+fn fill_columns(cols: &mut [f32], x: &[f32], (l, k): (usize, usize), p: &ConvParams, t0: usize, n: usize) {
+    for (r, row) in cols.chunks_exact_mut(n).enumerate() {
+        let (c, j) = (r / k, r % k);
+        let xr = &x[c * l..(c + 1) * l];
+        let first = (t0 * p.stride + j * p.dilation) as isize - p.padding as isize;
+        if p.stride == 1 {
+            // Contiguous: zeros where the window hangs over either end, one copy for the rest.
+            let lo = (-first).clamp(0, n as isize) as usize;
+            let hi = (l as isize - first).clamp(lo as isize, n as isize) as usize;
+            row[..lo].fill(0.0);
+            row[hi..].fill(0.0);
+            if hi > lo {
+                let s = (first + lo as isize) as usize;
+                row[lo..hi].copy_from_slice(&xr[s..s + hi - lo]);
+            }
+        } else {
+            for (i, v) in row.iter_mut().enumerate() {
+                let pos = first + (i * p.stride) as isize;
+                *v = if pos >= 0 && (pos as usize) < l { xr[pos as usize] } else { 0.0 };
+            }
+        }
+    }
 }
 
 /// x (b, cin, l), w (cin, cout/groups, k) -> (b, cout, l_out) with
@@ -124,6 +254,9 @@ pub fn conv_transpose1d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: ConvPa
     same_dtype(x, w)?;
     let (b, cin, l) = x.dims3()?;
     let (cin_w, cout_g, k) = w.dims3()?;
+    if k == 0 {
+        candle_core::bail!("the weight {:?} has an empty kernel", w.dims());
+    }
     if cin_w != cin || cin % p.groups != 0 {
         candle_core::bail!("input {:?} and weight {:?} do not fit {} groups", x.dims(), w.dims(), p.groups);
     }

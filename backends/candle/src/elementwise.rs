@@ -69,7 +69,10 @@ pub fn unary(x: &Tensor, op: UnaryOp) -> Result<Tensor> {
         UnaryOp::Recip => x.recip(),
         UnaryOp::Abs => x.abs(),
         UnaryOp::Sqr => x.sqr(),
-        UnaryOp::Sin => x.sin(),
+        UnaryOp::Sin => match map_f32(x, Act::Sin)? {
+            Some(y) => Ok(y),
+            None => x.sin(),
+        },
         UnaryOp::Cos => x.cos(),
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Sigmoid => candle_nn::ops::sigmoid(x),
@@ -171,6 +174,8 @@ enum Act {
     Silu,
     /// transformers' `gelu_pytorch_tanh`, `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
     GeluTanh,
+    /// `sin x` (audio codecs' Snake activations take one per sample and channel).
+    Sin,
 }
 
 /// Below this many values an activation runs on the calling thread.
@@ -243,6 +248,46 @@ fn act_body(act: Act, src: &[f32], dst: &mut [f32]) {
     match act {
         Act::Silu => dst.iter_mut().zip(src).for_each(|(y, &x)| *y = silu(x)),
         Act::GeluTanh => dst.iter_mut().zip(src).for_each(|(y, &x)| *y = gelu_tanh(x)),
+        Act::Sin => {
+            dst.iter_mut().zip(src).for_each(|(y, &x)| *y = sin_reduced(x));
+            // Beyond the reduction's range (and for NaN / ±inf): libm, one value at a time.
+            for (y, &x) in dst.iter_mut().zip(src) {
+                if x.is_nan() || x.abs() > SIN_REDUCED_MAX {
+                    *y = x.sin();
+                }
+            }
+        }
+    }
+}
+
+/// Largest |x| [`sin_reduced`] serves: the quadrant count `n` then has at most 16 bits.
+const SIN_REDUCED_MAX: f32 = 65536.0;
+
+/// `sin x` for |x| <= [`SIN_REDUCED_MAX`]: `x = n π/2 + r` in f64, |r| <= π/4, then Cephes'
+/// `sinf` / `cosf` polynomials (≈ 1 ulp) on r, chosen and signed by the quadrant `n mod 4`.
+/// π/2 is split Cody-Waite style into a 36-bit head (`n` times it is exact, and so is `x`
+/// minus that) and a tail, so `r` keeps its relative accuracy even where `x` is close to a
+/// multiple of π and the result is small. Branch-free, so the compiler vectorizes it.
+#[inline(always)]
+#[allow(clippy::excessive_precision)] // Cephes' coefficients as published
+fn sin_reduced(x: f32) -> f32 {
+    const ROUND64: f64 = 6_755_399_441_055_744.0;
+    let t = x as f64 * std::f64::consts::FRAC_2_PI + ROUND64;
+    let quadrant = t.to_bits() & 3;
+    let n = t - ROUND64;
+    const PI_2_HEAD: f64 = 1.570_796_326_792_333_3;
+    const PI_2_TAIL: f64 = 2.563_344_151_594_519e-12;
+    let r = ((x as f64 - n * PI_2_HEAD) - n * PI_2_TAIL) as f32;
+    let z = r * r;
+    let sin_r = ((-1.951_529_589_1e-4f32 * z + 8.332_160_873_6e-3) * z - 1.666_665_461_1e-1) * z * r + r;
+    let cos_r = ((2.443_315_711_809_948e-5f32 * z - 1.388_731_625_493_765e-3) * z + 4.166_664_568_298_827e-2) * z * z
+        - 0.5 * z
+        + 1.0;
+    let v = if quadrant & 1 == 0 { sin_r } else { cos_r };
+    if quadrant & 2 == 0 {
+        v
+    } else {
+        -v
     }
 }
 
@@ -315,6 +360,10 @@ mod tests {
         v / (1.0 + (-2.0 * u).exp())
     }
 
+    fn sin_ref(x: f32) -> f64 {
+        (x as f64).sin()
+    }
+
     fn silu_ref(x: f32) -> f64 {
         let v = x as f64;
         v / (1.0 + (-v).exp())
@@ -341,9 +390,11 @@ mod tests {
     #[test]
     fn activations_are_within_a_few_ulp_of_f64() {
         let x = inputs();
-        for (act, reference, bound) in
-            [(Act::GeluTanh, gelu_ref as fn(f32) -> f64, 4.0), (Act::Silu, silu_ref as fn(f32) -> f64, 4.0)]
-        {
+        for (act, reference, bound) in [
+            (Act::GeluTanh, gelu_ref as fn(f32) -> f64, 4.0),
+            (Act::Silu, silu_ref as fn(f32) -> f64, 4.0),
+            (Act::Sin, sin_ref as fn(f32) -> f64, 4.0),
+        ] {
             let mut y = vec![0f32; x.len()];
             act_slice(act, &x, &mut y);
             let mut worst = (0.0, 0.0);
@@ -372,10 +423,27 @@ mod tests {
         }
     }
 
+    /// Large arguments up to and past the reduced range, and the special values libm handles.
+    #[test]
+    fn sin_is_close_over_its_whole_range() {
+        let mut x: Vec<f32> = (-100_000..=100_000).map(|i| i as f32 * 0.7331).collect();
+        x.extend([SIN_REDUCED_MAX, -SIN_REDUCED_MAX, 1e6, 3e38, f32::MIN_POSITIVE, -0.0]);
+        // The f32s nearest to multiples of π, where sin is small and the reduction must be exact.
+        x.extend((1..21_000).map(|m| (m as f64 * std::f64::consts::PI) as f32));
+        let mut y = vec![0f32; x.len()];
+        act_slice(Act::Sin, &x, &mut y);
+        for (&xi, &yi) in x.iter().zip(&y) {
+            assert!(ulps(yi, (xi as f64).sin()) <= 4.0, "sin({xi}) = {yi}");
+        }
+        let mut special = [0f32; 3];
+        act_slice(Act::Sin, &[f32::NAN, f32::INFINITY, f32::NEG_INFINITY], &mut special);
+        assert!(special.iter().all(|v| v.is_nan()), "{special:?}");
+    }
+
     #[test]
     fn simd_and_portable_builds_agree() {
         let x = inputs();
-        for act in [Act::GeluTanh, Act::Silu] {
+        for act in [Act::GeluTanh, Act::Silu, Act::Sin] {
             let (mut a, mut b) = (vec![0f32; x.len()], vec![0f32; x.len()]);
             act_slice(act, &x, &mut a);
             act_body(act, &x, &mut b);

@@ -1015,8 +1015,11 @@ fn conv1d_stride_padding_dilation_groups() {
         (2, 4, 11, 6, 3, 1, 0, 1, 1),
         (2, 4, 11, 6, 3, 2, 1, 2, 2),
         (1, 6, 9, 3, 4, 3, 2, 1, 3),
-        (2, 5, 13, 5, 7, 1, 3, 1, 5), // depthwise (direct kernel)
-        (1, 4, 10, 4, 3, 2, 2, 3, 4), // depthwise, strided + dilated
+        (2, 5, 13, 5, 7, 1, 3, 1, 5),   // depthwise (direct kernel)
+        (1, 4, 10, 4, 3, 2, 2, 3, 4),   // depthwise, strided + dilated
+        (2, 3, 3000, 4, 7, 1, 3, 2, 1), // dense, several column tiles on the pool's threads
+        (1, 2, 2500, 3, 4, 2, 5, 1, 1), // dense, strided, padding wider than a tile's overhang
+        (1, 4, 20, 5, 3, 1, 1, 1, 1),   // dense, one tile: output channels split across threads
     ];
     for (i, &(bs, cin, l, cout, k, stride, padding, dilation, groups)) in cases.iter().enumerate() {
         let vx = rand_vec(bs * cin * l, 80 + i as u64);
@@ -1043,9 +1046,18 @@ fn conv1d_stride_padding_dilation_groups() {
             assert_close(&y.to_vec_f32().unwrap(), &want, 1e-5);
         }
     }
-    // kernel longer than the padded input: an error, not a panic
+    // A strided view of the input gives what its contiguous copy gives.
+    let vx = rand_vec(3 * 40, 120);
+    let x = t(&b, &vx, &[1, 3, 40]).narrow(2, 5, 30).unwrap();
+    let w = t(&b, &rand_vec(4 * 3 * 5, 121), &[4, 3, 5]);
+    let p = Conv1dParams { stride: 1, padding: 2, dilation: 1, groups: 1 };
+    let want = x.contiguous().unwrap().conv1d(&w, None, p).unwrap().to_vec_f32().unwrap();
+    assert_eq!(x.conv1d(&w, None, p).unwrap().to_vec_f32().unwrap(), want);
+    // kernel longer than the padded input, or empty: an error, not a panic
     let x = t(&b, &[0.; 4], &[1, 1, 4]);
     assert!(x.conv1d(&t(&b, &[0.; 9], &[1, 1, 9]), None, Conv1dParams::default()).is_err());
+    assert!(x.conv1d(&t(&b, &[], &[1, 1, 0]), None, Conv1dParams::default()).is_err());
+    assert!(x.conv_transpose1d(&t(&b, &[], &[1, 1, 0]), None, Conv1dParams::default(), 0).is_err());
 }
 
 #[test]
