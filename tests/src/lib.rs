@@ -15,8 +15,18 @@ use infer_qwen3_tts as _;
 use infer_voxtral_realtime as _;
 use infer_voxtral_tts as _;
 
+/// The checkout the tests run in. Looked up at run time (cargo test sets `CARGO_MANIFEST_DIR` to
+/// the package under test; the repository root is the ancestor holding `tests/fixtures`; nested
+/// workspaces such as backends/mlx have their own `Cargo.lock`): a test binary
+/// that cargo reuses from another checkout sharing the target directory (CI copies the clone) must
+/// not read that checkout's fixtures. The path compiled in is the fallback.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    let compiled = || Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf();
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .and_then(|dir| {
+            PathBuf::from(dir).ancestors().find(|d| d.join("tests/fixtures").is_dir()).map(Path::to_path_buf)
+        })
+        .unwrap_or_else(compiled)
 }
 
 pub fn fixture(rel: &str) -> PathBuf {

@@ -25,7 +25,7 @@ struct Case {
 }
 
 fn goldens() -> Goldens {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/tekken/goldens.json");
+    let path = infer_tests::fixture("tekken/goldens.json");
     serde_json::from_str(&std::fs::read_to_string(path).expect("goldens")).expect("goldens json")
 }
 
