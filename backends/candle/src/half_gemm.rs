@@ -110,6 +110,13 @@ struct OutPtr(*mut f32);
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
+impl OutPtr {
+    /// A method, so closures capture the whole (Sync) wrapper rather than its pointer field.
+    fn at(&self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
+
 /// `out (m, n) = xs (m, k) @ wᵀ`, w (n, k) widened `rows` weight rows (output columns) at a time.
 pub fn product<T: Half>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, rows: usize, out: &mut [f32]) {
     assert!(w.len() >= n * k && xs.len() >= m * k && out.len() >= m * n && rows > 0);
@@ -130,7 +137,7 @@ pub fn product<T: Half>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, rows:
                         m,
                         nb,
                         k,
-                        ptr.0.add(j0),
+                        ptr.at(j0),
                         1,
                         n as isize,
                         false,
