@@ -56,7 +56,7 @@ pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Optio
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU supports avx512f/bw and avx512bf16 (`detected_bf16_kernel`).
         CpuStorage::BF16(v) if bf16_pairs => {
-            run(&v[off..off + n * k], &xb, m, n, k, &mut out, |r, x| unsafe { dot_bf16_dp(r, x) })
+            run_rows(&v[off..off + n * k], &xb, m, n, k, &mut out, |r, x| unsafe { dot_m_bf16_dp(r, x, m) })
         }
         CpuStorage::BF16(v) => {
             let fma = kernel >= Bf16Kernel::Avx2;
@@ -90,13 +90,32 @@ fn run<T: Sync, X: Sync>(
     out: &mut [f32],
     dot: impl Fn(&[T], &[X]) -> f32 + Sync,
 ) {
+    run_rows(w, xs, m, n, k, out, |row, xs| {
+        let mut o = [0f32; MAX_ROWS];
+        for (i, o) in o.iter_mut().enumerate().take(m) {
+            *o = dot(row, &xs[i * k..(i + 1) * k]);
+        }
+        o
+    })
+}
+
+/// Like [`run`] with one call per weight row that dots it with all m rows of `xs` (so a
+/// kernel can load each weight value once).
+fn run_rows<T: Sync, X: Sync>(
+    w: &[T],
+    xs: &[X],
+    m: usize,
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+    dot_rows: impl Fn(&[T], &[X]) -> [f32; MAX_ROWS] + Sync,
+) {
     let units = n.div_ceil(ROWS_PER_UNIT);
     let body = |range: std::ops::Range<usize>, out: &OutPtr| {
         for u in range {
             for j in u * ROWS_PER_UNIT..((u + 1) * ROWS_PER_UNIT).min(n) {
-                let row = &w[j * k..(j + 1) * k];
-                for i in 0..m {
-                    let v = dot(row, &xs[i * k..(i + 1) * k]);
+                let v = dot_rows(&w[j * k..(j + 1) * k], &xs[..m * k]);
+                for (i, v) in v.into_iter().enumerate().take(m) {
                     // SAFETY: (i, j) is written by the one worker that owns row j.
                     unsafe { *out.0.add(i * n + j) = v };
                 }
@@ -162,37 +181,74 @@ fn has_avx512bf16() -> bool {
     }
 }
 
-/// `row · x` for bf16 rows and bf16 activations with `vdpbf16ps`: each f32 lane adds the
-/// products of a pair of bf16s (exact in f32), 128 values per step in 4 accumulators; the tail
-/// through masked loads (zeros). Like all of AVX512-BF16 it flushes f32 subnormals to zero.
+/// How far ahead (in bf16 values, 2 KB) the `vdpbf16ps` kernel prefetches the weight stream.
 #[cfg(target_arch = "x86_64")]
+const PREFETCH_BF16: usize = 1024;
+
+/// `row · x` for bf16 rows and bf16 activations with `vdpbf16ps`: each f32 lane adds the
+/// products of a pair of bf16s (exact in f32); the tail
+/// through masked loads (zeros). Like all of AVX512-BF16 it flushes f32 subnormals to zero.
+/// (The one-row form the tests check; products go through [`dot_m_bf16_dp`].)
+#[cfg(all(test, target_arch = "x86_64"))]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn dot_bf16_dp(row: &[bf16], x: &[bf16]) -> f32 {
-    use std::arch::x86_64::*;
     let n = row.len().min(x.len());
-    let (rp, xp) = (row.as_ptr() as *const i16, x.as_ptr() as *const i16);
-    let mut acc = [_mm512_setzero_ps(); 4];
+    dot_rows_bf16_dp::<1>(&row[..n], &x[..n])[0]
+}
+
+/// `row · xs[r]` for the M rows of `xs` (each `row.len()` long), one load of each weight value:
+/// 64 values per step in two accumulators per row, the weight stream prefetched 2 KB ahead
+/// (the next row follows in memory). See [`dot_bf16_dp`] for the arithmetic.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn dot_rows_bf16_dp<const M: usize>(row: &[bf16], xs: &[bf16]) -> [f32; M] {
+    use std::arch::x86_64::*;
+    let k = row.len();
+    assert!(xs.len() >= M * k);
+    let (rp, xp) = (row.as_ptr() as *const i16, xs.as_ptr() as *const i16);
+    let bh = |v: __m512i| std::mem::transmute::<__m512i, __m512bh>(v);
+    let mut acc = [[_mm512_setzero_ps(); 2]; M];
     let mut i = 0;
-    while i + 128 <= n {
-        for (l, a) in acc.iter_mut().enumerate() {
-            let o = i + 32 * l;
-            // SAFETY: o + 32 <= n elements of both slices; unaligned loads.
-            let w = _mm512_loadu_si512(rp.add(o) as *const _);
-            let v = _mm512_loadu_si512(xp.add(o) as *const _);
-            *a = _mm512_dpbf16_ps(*a, std::mem::transmute::<__m512i, __m512bh>(w), std::mem::transmute(v));
+    while i + 64 <= k {
+        // A hint only: an address past the slice is never dereferenced.
+        _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(i + PREFETCH_BF16) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(i + PREFETCH_BF16 + 32) as *const i8);
+        // SAFETY: i + 64 <= k values of the row and of each of the M rows of xs.
+        let w0 = bh(_mm512_loadu_si512(rp.add(i) as *const _));
+        let w1 = bh(_mm512_loadu_si512(rp.add(i + 32) as *const _));
+        for (r, a) in acc.iter_mut().enumerate() {
+            let x0 = bh(_mm512_loadu_si512(xp.add(r * k + i) as *const _));
+            let x1 = bh(_mm512_loadu_si512(xp.add(r * k + i + 32) as *const _));
+            a[0] = _mm512_dpbf16_ps(a[0], w0, x0);
+            a[1] = _mm512_dpbf16_ps(a[1], w1, x1);
         }
-        i += 128;
+        i += 64;
     }
-    while i < n {
-        let len = (n - i).min(32);
+    while i < k {
+        let len = (k - i).min(32);
         let mask: __mmask32 = if len == 32 { !0 } else { (1 << len) - 1 };
-        // SAFETY: the mask reads only elements i..i + len < n.
-        let w = _mm512_maskz_loadu_epi16(mask, rp.add(i));
-        let v = _mm512_maskz_loadu_epi16(mask, xp.add(i));
-        acc[0] = _mm512_dpbf16_ps(acc[0], std::mem::transmute::<__m512i, __m512bh>(w), std::mem::transmute(v));
+        // SAFETY: the mask reads only values i..i + len < k of each row.
+        let w = bh(_mm512_maskz_loadu_epi16(mask, rp.add(i)));
+        for (r, a) in acc.iter_mut().enumerate() {
+            a[0] = _mm512_dpbf16_ps(a[0], w, bh(_mm512_maskz_loadu_epi16(mask, xp.add(r * k + i))));
+        }
         i += len;
     }
-    _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])))
+    std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])))
+}
+
+/// [`dot_rows_bf16_dp`] for `m` (1..=MAX_ROWS) rows of `xs`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn dot_m_bf16_dp(row: &[bf16], xs: &[bf16], m: usize) -> [f32; MAX_ROWS] {
+    let mut o = [0f32; MAX_ROWS];
+    match m {
+        1 => o[..1].copy_from_slice(&dot_rows_bf16_dp::<1>(row, xs)),
+        2 => o[..2].copy_from_slice(&dot_rows_bf16_dp::<2>(row, xs)),
+        3 => o[..3].copy_from_slice(&dot_rows_bf16_dp::<3>(row, xs)),
+        _ => o.copy_from_slice(&dot_rows_bf16_dp::<MAX_ROWS>(row, xs)),
+    }
+    o
 }
 
 /// `row · x` over their common length (AVX2 + FMA where the CPU has it).
