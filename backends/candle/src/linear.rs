@@ -3,8 +3,8 @@
 use candle_core::{DType as C, Result, Tensor};
 
 use crate::quant;
-use crate::{gemv, half_gemm};
 use crate::tensor::CandleTensor;
+use crate::{gemv, half_gemm};
 
 /// `a @ b` with PyTorch `matmul` semantics: batch dims broadcast, 1-D operands are promoted to
 /// matrices and the added dim removed afterwards.
