@@ -105,7 +105,12 @@ fn main() {
                 let wt = w.t().unwrap();
                 let name = format!("{dtype:?}").to_lowercase();
                 row(&name, "candle matmul", best(3, || drop(x.matmul(&wt).unwrap())));
-                row(&name, "panels", best(3, || drop(half_gemm::try_linear(&x, &w).unwrap().unwrap())));
+                let panels = || drop(half_gemm::try_linear_with(&x, &w, Bf16Kernel::Avx2).unwrap().unwrap());
+                row(&name, "panels", best(3, panels));
+                if dtype == DType::BF16 {
+                    let tiles = || drop(half_gemm::try_linear_with(&x, &w, Bf16Kernel::Avx512Bf16).unwrap().unwrap());
+                    row(&name, "vdpbf16ps tiles", best(3, tiles));
+                }
             }
         }
     }

@@ -13,6 +13,8 @@ use std::cell::RefCell;
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
+use crate::gemv::{self, Bf16Kernel};
+
 /// A panel's widened f32 bytes: about half of a 2 MiB L2, so the panel and gemm's packed
 /// copy of it stay close to the core that made them.
 const PANEL_BYTES: usize = 1 << 20;
@@ -30,6 +32,13 @@ thread_local! {
 /// `x @ wᵀ` for a bf16 or f16 `w` (n, k), row-major, and `x` (m, k) of the same dtype; `None`
 /// when the operands are anything else (the caller falls back to candle's matmul).
 pub fn try_linear(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
+    try_linear_with(x, w, gemv::bf16_kernel())
+}
+
+/// [`try_linear`] with bf16 products on `vdpbf16ps` tiles when `bf16` is
+/// [`Bf16Kernel::Avx512Bf16`] (and the CPU has it, and k is even), on f32 panels otherwise:
+/// benchmarks and tests compare the two through it.
+pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Option<Tensor>> {
     let (m, k) = x.dims2()?;
     let (n, kw) = w.dims2()?;
     if m == 0 || k == 0 || n == 0 || k != kw || x.dtype() != w.dtype() || !w.is_contiguous() {
@@ -37,6 +46,18 @@ pub fn try_linear(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
     }
     if !matches!(w.dtype(), C::BF16 | C::F16) {
         return Ok(None);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if w.dtype() == C::BF16 && k.is_multiple_of(2) && bf16 >= Bf16Kernel::Avx512Bf16 && tiles::available() {
+        // x is bf16 too (the dtypes match): its values are exact `vdpbf16ps` operands.
+        let xb = x.flatten_all()?.to_vec1::<bf16>()?;
+        let (storage, layout) = w.storage_and_layout();
+        let Storage::Cpu(CpuStorage::BF16(v)) = &*storage else { return Ok(None) };
+        let off = layout.start_offset();
+        let mut out = vec![0f32; m * n];
+        tiles::product(&v[off..off + n * k], &xb, m, n, k, &mut out);
+        drop(storage);
+        return Tensor::from_vec(out, (m, n), x.device())?.to_dtype(x.dtype()).map(Some);
     }
     let xs = x.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>()?;
     let (storage, layout) = w.storage_and_layout();
@@ -165,6 +186,111 @@ pub fn product<T: Half>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, rows:
     }
 }
 
+/// bf16 products without widening: `vdpbf16ps` tiles of 32 activation rows (two registers of 16
+/// lanes, each lane one row's pair of bf16s) × 8 weight rows (each pair broadcast), 16 f32
+/// accumulators, the whole k per tile. The activations are repacked once per call into that
+/// lane order (m · k values, small next to the weight); the weight is read in place, its rows
+/// split across the thread pool 8 at a time.
+#[cfg(target_arch = "x86_64")]
+pub mod tiles {
+    use std::arch::x86_64::*;
+
+    use half::bf16;
+
+    use super::OutPtr;
+
+    /// Weight rows per tile.
+    const NR: usize = 8;
+    /// Activation rows per register (16 f32 lanes).
+    const LANES: usize = 16;
+
+    /// Whether the CPU has AVX-512 BF16 (and F/BW for the loads).
+    pub fn available() -> bool {
+        use std::arch::is_x86_feature_detected as has;
+        has!("avx512f") && has!("avx512bw") && has!("avx512bf16")
+    }
+
+    /// `out (m, n) = x (m, k) @ wᵀ` for bf16 `x` and `w` (n, k), k even. Panics on a CPU
+    /// without AVX-512 BF16 ([`available`]).
+    pub fn product(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize, out: &mut [f32]) {
+        assert!(available() && k.is_multiple_of(2) && w.len() >= n * k && x.len() >= m * k && out.len() >= m * n);
+        let kp = k / 2;
+        // Blocks of 16 rows, an even number of them (a zero block pairs with an odd last one).
+        let blocks = m.div_ceil(LANES).next_multiple_of(2);
+        let mut xp = vec![0u32; blocks * kp * LANES];
+        for i in 0..m {
+            let (b, l) = (i / LANES, i % LANES);
+            for p in 0..kp {
+                let (lo, hi) = (x[i * k + 2 * p].to_bits() as u32, x[i * k + 2 * p + 1].to_bits() as u32);
+                xp[(b * kp + p) * LANES + l] = lo | hi << 16;
+            }
+        }
+        let units = n.div_ceil(NR);
+        let ptr = OutPtr(out.as_mut_ptr());
+        let body = |range: std::ops::Range<usize>| {
+            for u in range {
+                // SAFETY: the CPU has AVX-512 F/BW/BF16 (asserted above); the shapes were checked.
+                unsafe { tile_column(w, &xp, m, n, k, blocks, u * NR, &ptr) }
+            }
+        };
+        if m * n * k < super::PARALLEL_MIN || units == 1 {
+            body(0..units);
+        } else {
+            candle_core::utils::barrier_pool().execute_chunked(units, body);
+        }
+    }
+
+    /// Output columns j0..j0 + NR (fewer at the end) for every activation row.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile_column(
+        w: &[bf16],
+        xp: &[u32],
+        m: usize,
+        n: usize,
+        k: usize,
+        blocks: usize,
+        j0: usize,
+        out: &OutPtr,
+    ) {
+        let kp = k / 2;
+        // Past the last weight row, repeat it (those results are dropped).
+        let rows: [*const u32; NR] = std::array::from_fn(|r| w.as_ptr().add((j0 + r).min(n - 1) * k) as *const u32);
+        let bh = |v: __m512i| std::mem::transmute::<__m512i, __m512bh>(v);
+        for b in (0..blocks).step_by(2) {
+            let (x0, x1) = (xp.as_ptr().add(b * kp * LANES), xp.as_ptr().add((b + 1) * kp * LANES));
+            let mut acc = [[_mm512_setzero_ps(); 2]; NR];
+            for p in 0..kp {
+                // SAFETY: p < kp pairs of each packed block and of each weight row (k = 2 kp).
+                let a0 = bh(_mm512_loadu_si512(x0.add(p * LANES) as *const _));
+                let a1 = bh(_mm512_loadu_si512(x1.add(p * LANES) as *const _));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let wv = bh(_mm512_set1_epi32(rows[r].add(p).read_unaligned() as i32));
+                    acc[0] = _mm512_dpbf16_ps(acc[0], a0, wv);
+                    acc[1] = _mm512_dpbf16_ps(acc[1], a1, wv);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                let j = j0 + r;
+                if j >= n {
+                    break;
+                }
+                for (h, v) in acc.iter().enumerate() {
+                    let mut lanes = [0f32; LANES];
+                    _mm512_storeu_ps(lanes.as_mut_ptr(), *v);
+                    for (l, &y) in lanes.iter().enumerate() {
+                        let i = (b + h) * LANES + l;
+                        if i < m {
+                            // SAFETY: (i, j) is in the m × n output and written by this unit only.
+                            *out.at(i * n + j) = y;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +327,33 @@ mod tests {
                             assert!((g - want).abs() <= tol, "m {m} rows {rows} ({i}, {j}): {g} vs {want}");
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// The `vdpbf16ps` tiles (where the CPU has them): row counts around the 16-lane blocks and
+    /// their pairs, n off the 8-row tiles, against an f64 reference of the bf16 operands.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn tiles_match_a_reference() {
+        if !tiles::available() {
+            eprintln!("no AVX-512 BF16 on this CPU: the tiles are not checked here");
+            return;
+        }
+        let (n, k) = (75, 130);
+        let w: Vec<bf16> = values(n * k, 1).into_iter().map(bf16::from_f32).collect();
+        for m in [1, 5, 16, 17, 33, 39] {
+            let x: Vec<bf16> = values(m * k, 2 + m as u32).into_iter().map(bf16::from_f32).collect();
+            let mut got = vec![f32::NAN; m * n];
+            tiles::product(&w, &x, m, n, k, &mut got);
+            for i in 0..m {
+                for j in 0..n {
+                    let terms = (0..k).map(|l| x[i * k + l].to_f64() * w[j * k + l].to_f64());
+                    let (want, mag) = terms.fold((0.0, 0.0), |(s, a), t| (s + t, a + t.abs()));
+                    let tol = k as f64 * f32::EPSILON as f64 * mag;
+                    let g = got[i * n + j] as f64;
+                    assert!((g - want).abs() <= tol, "m {m} ({i}, {j}): {g} vs {want}");
                 }
             }
         }
