@@ -2,8 +2,9 @@
 //! batches): y (m, n) = x (m, k) @ wᵀ for a row-major bf16 or f16 weight w (n, k).
 //!
 //! candle has no bf16 gemm: it widened the whole weight to f32 on every call (a 9216 × 3072
-//! weight is a fresh 113 MB buffer, filled on one thread, per product). Here w is widened a
-//! panel of rows at a time into a per-thread buffer that stays in cache and is reused across
+//! weight is a fresh 113 MB buffer per product). Where the CPU has AVX-512 BF16, bf16 products
+//! run on `vdpbf16ps` tiles ([`tiles`]) that multiply bf16 pairs without widening. Otherwise
+//! (and for f16, and odd k) w is widened a panel of rows at a time into a per-thread buffer that stays in cache and is reused across
 //! calls, and each panel goes through gemm's f32 kernel; the panels (output columns) are split
 //! across candle's thread pool. f16 weights take the same path: gemm's own f16 kernel rounds its
 //! partial sums to f16 between k blocks, here they stay f32 until the one final rounding.
