@@ -188,7 +188,7 @@ pub fn product<T: Half>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, rows:
 }
 
 /// bf16 products without widening: `vdpbf16ps` tiles of 32 activation rows (two registers of 16
-/// lanes, each lane one row's pair of bf16s) × 8 weight rows (each pair broadcast), 16 f32
+/// lanes, each lane one row's pair of bf16s; 16 for a last odd block) × 8 weight rows (each pair broadcast), 16 f32
 /// accumulators, the whole k per tile. The activations are repacked once per call into that
 /// lane order (m · k values, small next to the weight); the weight is read in place, its rows
 /// split across the thread pool 8 at a time.
@@ -216,8 +216,8 @@ pub mod tiles {
     pub fn product(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize, out: &mut [f32]) {
         assert!(available() && k.is_multiple_of(2) && w.len() >= n * k && x.len() >= m * k && out.len() >= m * n);
         let kp = k / 2;
-        // Blocks of 16 rows, an even number of them (a zero block pairs with an odd last one).
-        let blocks = m.div_ceil(LANES).next_multiple_of(2);
+        // Blocks of 16 rows (zeros past m).
+        let blocks = m.div_ceil(LANES);
         let mut xp = vec![0u32; blocks * kp * LANES];
         for i in 0..m {
             let (b, l) = (i / LANES, i % LANES);
@@ -241,7 +241,8 @@ pub mod tiles {
         }
     }
 
-    /// Output columns j0..j0 + NR (fewer at the end) for every activation row.
+    /// Output columns j0..j0 + NR (fewer at the end) for every activation row: pairs of
+    /// 16-row blocks, and a last odd block alone (so 5 rows compute 16, not 32).
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn tile_column(
@@ -254,37 +255,59 @@ pub mod tiles {
         j0: usize,
         out: &OutPtr,
     ) {
-        let kp = k / 2;
         // Past the last weight row, repeat it (those results are dropped).
         let rows: [*const u32; NR] = std::array::from_fn(|r| w.as_ptr().add((j0 + r).min(n - 1) * k) as *const u32);
+        let mut b = 0;
+        while b + 2 <= blocks {
+            tile::<2>(&rows, xp, m, n, k, b, j0, out);
+            b += 2;
+        }
+        if b < blocks {
+            tile::<1>(&rows, xp, m, n, k, b, j0, out);
+        }
+    }
+
+    /// MB 16-row blocks from block `b` × NR weight rows, over the whole k.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    unsafe fn tile<const MB: usize>(
+        rows: &[*const u32; NR],
+        xp: &[u32],
+        m: usize,
+        n: usize,
+        k: usize,
+        b: usize,
+        j0: usize,
+        out: &OutPtr,
+    ) {
+        let kp = k / 2;
         let bh = |v: __m512i| std::mem::transmute::<__m512i, __m512bh>(v);
-        for b in (0..blocks).step_by(2) {
-            let (x0, x1) = (xp.as_ptr().add(b * kp * LANES), xp.as_ptr().add((b + 1) * kp * LANES));
-            let mut acc = [[_mm512_setzero_ps(); 2]; NR];
-            for p in 0..kp {
-                // SAFETY: p < kp pairs of each packed block and of each weight row (k = 2 kp).
-                let a0 = bh(_mm512_loadu_si512(x0.add(p * LANES) as *const _));
-                let a1 = bh(_mm512_loadu_si512(x1.add(p * LANES) as *const _));
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let wv = bh(_mm512_set1_epi32(rows[r].add(p).read_unaligned() as i32));
-                    acc[0] = _mm512_dpbf16_ps(acc[0], a0, wv);
-                    acc[1] = _mm512_dpbf16_ps(acc[1], a1, wv);
+        let xs: [*const u32; MB] = std::array::from_fn(|h| xp.as_ptr().add((b + h) * kp * LANES));
+        let mut acc = [[_mm512_setzero_ps(); MB]; NR];
+        for p in 0..kp {
+            // SAFETY: p < kp pairs of each packed block and of each weight row (k = 2 kp).
+            let a: [__m512bh; MB] = std::array::from_fn(|h| bh(_mm512_loadu_si512(xs[h].add(p * LANES) as *const _)));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let wv = bh(_mm512_set1_epi32(rows[r].add(p).read_unaligned() as i32));
+                for h in 0..MB {
+                    acc[h] = _mm512_dpbf16_ps(acc[h], a[h], wv);
                 }
             }
-            for (r, acc) in acc.iter().enumerate() {
-                let j = j0 + r;
-                if j >= n {
-                    break;
-                }
-                for (h, v) in acc.iter().enumerate() {
-                    let mut lanes = [0f32; LANES];
-                    _mm512_storeu_ps(lanes.as_mut_ptr(), *v);
-                    for (l, &y) in lanes.iter().enumerate() {
-                        let i = (b + h) * LANES + l;
-                        if i < m {
-                            // SAFETY: (i, j) is in the m × n output and written by this unit only.
-                            *out.at(i * n + j) = y;
-                        }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            let j = j0 + r;
+            if j >= n {
+                break;
+            }
+            for (h, v) in acc.iter().enumerate() {
+                let mut lanes = [0f32; LANES];
+                _mm512_storeu_ps(lanes.as_mut_ptr(), *v);
+                for (l, &y) in lanes.iter().enumerate() {
+                    let i = (b + h) * LANES + l;
+                    if i < m {
+                        // SAFETY: (i, j) is in the m × n output and written by this unit only.
+                        *out.at(i * n + j) = y;
                     }
                 }
             }
