@@ -5,7 +5,9 @@
 //! weights at roughly one core's bandwidth for m = 1 and has no bf16 kernel at all (it widens
 //! the *whole* weight to f32 on every call: < 1 GB/s). Here each weight row is streamed once,
 //! widened in registers, and dotted with the m input rows, with the rows of w split across
-//! candle's thread pool; AVX2+FMA code is picked at run time where the CPU has it.
+//! candle's thread pool; AVX2+FMA code is picked at run time where the CPU has it, and for bf16
+//! AVX-512 BF16 (`vdpbf16ps`, bf16 pairs multiplied into f32 lanes without widening) where the
+//! CPU has that ([`bf16_kernel`]).
 
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
@@ -22,6 +24,12 @@ const TILE: usize = 256;
 /// `x @ wᵀ` when the shapes suit this kernel (x (m, k) with m <= MAX_ROWS, w (n, k) row-major,
 /// same float dtype); `None` to let the caller use gemm.
 pub fn try_linear(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
+    try_linear_with(x, w, bf16_kernel())
+}
+
+/// [`try_linear`] with bf16 rows dotted by `bf16` (or the best kernel below it this CPU has):
+/// benchmarks and tests compare the kernels through it.
+pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Option<Tensor>> {
     let (m, k) = x.dims2()?;
     let (n, kw) = w.dims2()?;
     if m == 0 || m > MAX_ROWS || k != kw || k == 0 || n == 0 || x.dtype() != w.dtype() {
@@ -30,15 +38,31 @@ pub fn try_linear(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
     if !matches!(w.dtype(), C::F32 | C::F16 | C::BF16) || !w.is_contiguous() {
         return Ok(None);
     }
-    let xs = x.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    let kernel = bf16.min(detected_bf16_kernel());
+    // x is bf16 when w is (the dtypes match): for `vdpbf16ps` its bf16 values are exact operands.
+    let bf16_pairs = w.dtype() == C::BF16 && kernel == Bf16Kernel::Avx512Bf16;
+    let (xf, xb) = if bf16_pairs {
+        (Vec::new(), x.flatten_all()?.to_vec1::<bf16>()?)
+    } else {
+        (x.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>()?, Vec::new())
+    };
     let (storage, layout) = w.storage_and_layout();
     let Storage::Cpu(cpu) = &*storage else { return Ok(None) };
     let off = layout.start_offset();
     let mut out = vec![0f32; m * n];
+    let fma = has_fma();
     match cpu {
-        CpuStorage::F32(v) => run(&v[off..off + n * k], &xs, m, n, k, &mut out),
-        CpuStorage::BF16(v) => run(&v[off..off + n * k], &xs, m, n, k, &mut out),
-        CpuStorage::F16(v) => run(&v[off..off + n * k], &xs, m, n, k, &mut out),
+        CpuStorage::F32(v) => run(&v[off..off + n * k], &xf, m, n, k, &mut out, |r, x| <f32 as Row>::dot(r, x, fma)),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU supports avx512f/bw and avx512bf16 (`detected_bf16_kernel`).
+        CpuStorage::BF16(v) if bf16_pairs => {
+            run_rows(&v[off..off + n * k], &xb, m, n, k, &mut out, |r, x| unsafe { dot_m_bf16_dp(r, x, m) })
+        }
+        CpuStorage::BF16(v) => {
+            let fma = kernel >= Bf16Kernel::Avx2;
+            run(&v[off..off + n * k], &xf, m, n, k, &mut out, |r, x| <bf16 as Row>::dot(r, x, fma))
+        }
+        CpuStorage::F16(v) => run(&v[off..off + n * k], &xf, m, n, k, &mut out, |r, x| <f16 as Row>::dot(r, x, fma)),
         _ => return Ok(None),
     }
     drop(storage);
@@ -56,15 +80,42 @@ struct OutPtr(*mut f32);
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
-fn run<T: Row>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, out: &mut [f32]) {
-    let fma = has_fma();
+/// `out (m, n) = xs (m, k) @ wᵀ`, one `dot` per output element, weight rows split across threads.
+fn run<T: Sync, X: Sync>(
+    w: &[T],
+    xs: &[X],
+    m: usize,
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+    dot: impl Fn(&[T], &[X]) -> f32 + Sync,
+) {
+    run_rows(w, xs, m, n, k, out, |row, xs| {
+        let mut o = [0f32; MAX_ROWS];
+        for (i, o) in o.iter_mut().enumerate().take(m) {
+            *o = dot(row, &xs[i * k..(i + 1) * k]);
+        }
+        o
+    })
+}
+
+/// Like [`run`] with one call per weight row that dots it with all m rows of `xs` (so a
+/// kernel can load each weight value once).
+fn run_rows<T: Sync, X: Sync>(
+    w: &[T],
+    xs: &[X],
+    m: usize,
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+    dot_rows: impl Fn(&[T], &[X]) -> [f32; MAX_ROWS] + Sync,
+) {
     let units = n.div_ceil(ROWS_PER_UNIT);
     let body = |range: std::ops::Range<usize>, out: &OutPtr| {
         for u in range {
             for j in u * ROWS_PER_UNIT..((u + 1) * ROWS_PER_UNIT).min(n) {
-                let row = &w[j * k..(j + 1) * k];
-                for i in 0..m {
-                    let v = T::dot(row, &xs[i * k..(i + 1) * k], fma);
+                let v = dot_rows(&w[j * k..(j + 1) * k], &xs[..m * k]);
+                for (i, v) in v.into_iter().enumerate().take(m) {
                     // SAFETY: (i, j) is written by the one worker that owns row j.
                     unsafe { *out.0.add(i * n + j) = v };
                 }
@@ -77,6 +128,127 @@ fn run<T: Row>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, out: &mut [f32
     } else {
         candle_core::utils::barrier_pool().execute_chunked(units, |r| body(r, &ptr));
     }
+}
+
+/// The kernels a bf16 row can be dotted with, in order of preference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Bf16Kernel {
+    /// Portable: widen and multiply-add lane by lane.
+    Scalar,
+    /// AVX2 + FMA: widen in registers (a shift), f32 multiply-adds.
+    Avx2,
+    /// AVX-512 BF16: `vdpbf16ps` multiplies bf16 pairs and adds them into f32 lanes, 32 weights
+    /// per instruction with no widening.
+    Avx512Bf16,
+}
+
+/// The bf16 matvec kernel this CPU takes: the best it has, capped by `INFER_GGML_ISA` like the
+/// GGML kernels (`avx2`: no AVX-512; `scalar`: no SIMD).
+pub fn bf16_kernel() -> Bf16Kernel {
+    use std::sync::OnceLock;
+    static KERNEL: OnceLock<Bf16Kernel> = OnceLock::new();
+    *KERNEL.get_or_init(|| {
+        use crate::ggml::{isa, Isa};
+        let cap = match isa() {
+            Isa::Scalar => Bf16Kernel::Scalar,
+            Isa::Avx2 => Bf16Kernel::Avx2,
+            Isa::Avx512 => Bf16Kernel::Avx512Bf16,
+        };
+        detected_bf16_kernel().min(cap)
+    })
+}
+
+/// The best bf16 kernel this CPU can run.
+fn detected_bf16_kernel() -> Bf16Kernel {
+    if has_avx512bf16() && has_fma() {
+        Bf16Kernel::Avx512Bf16
+    } else if has_fma() {
+        Bf16Kernel::Avx2
+    } else {
+        Bf16Kernel::Scalar
+    }
+}
+
+fn has_avx512bf16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        has!("avx512f") && has!("avx512bw") && has!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// How far ahead (in bf16 values, 2 KB) the `vdpbf16ps` kernel prefetches the weight stream.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_BF16: usize = 1024;
+
+/// `row · x` for bf16 rows and bf16 activations with `vdpbf16ps`: each f32 lane adds the
+/// products of a pair of bf16s (exact in f32); the tail
+/// through masked loads (zeros). Like all of AVX512-BF16 it flushes f32 subnormals to zero.
+/// (The one-row form the tests check; products go through [`dot_m_bf16_dp`].)
+#[cfg(all(test, target_arch = "x86_64"))]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn dot_bf16_dp(row: &[bf16], x: &[bf16]) -> f32 {
+    let n = row.len().min(x.len());
+    dot_rows_bf16_dp::<1>(&row[..n], &x[..n])[0]
+}
+
+/// `row · xs[r]` for the M rows of `xs` (each `row.len()` long), one load of each weight value:
+/// 64 values per step in two accumulators per row, the weight stream prefetched 2 KB ahead
+/// (the next row follows in memory). See [`dot_bf16_dp`] for the arithmetic.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn dot_rows_bf16_dp<const M: usize>(row: &[bf16], xs: &[bf16]) -> [f32; M] {
+    use std::arch::x86_64::*;
+    let k = row.len();
+    assert!(xs.len() >= M * k);
+    let (rp, xp) = (row.as_ptr() as *const i16, xs.as_ptr() as *const i16);
+    let bh = |v: __m512i| std::mem::transmute::<__m512i, __m512bh>(v);
+    let mut acc = [[_mm512_setzero_ps(); 2]; M];
+    let mut i = 0;
+    while i + 64 <= k {
+        // A hint only: an address past the slice is never dereferenced.
+        _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(i + PREFETCH_BF16) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(i + PREFETCH_BF16 + 32) as *const i8);
+        // SAFETY: i + 64 <= k values of the row and of each of the M rows of xs.
+        let w0 = bh(_mm512_loadu_si512(rp.add(i) as *const _));
+        let w1 = bh(_mm512_loadu_si512(rp.add(i + 32) as *const _));
+        for (r, a) in acc.iter_mut().enumerate() {
+            let x0 = bh(_mm512_loadu_si512(xp.add(r * k + i) as *const _));
+            let x1 = bh(_mm512_loadu_si512(xp.add(r * k + i + 32) as *const _));
+            a[0] = _mm512_dpbf16_ps(a[0], w0, x0);
+            a[1] = _mm512_dpbf16_ps(a[1], w1, x1);
+        }
+        i += 64;
+    }
+    while i < k {
+        let len = (k - i).min(32);
+        let mask: __mmask32 = if len == 32 { !0 } else { (1 << len) - 1 };
+        // SAFETY: the mask reads only values i..i + len < k of each row.
+        let w = bh(_mm512_maskz_loadu_epi16(mask, rp.add(i)));
+        for (r, a) in acc.iter_mut().enumerate() {
+            a[0] = _mm512_dpbf16_ps(a[0], w, bh(_mm512_maskz_loadu_epi16(mask, xp.add(r * k + i))));
+        }
+        i += len;
+    }
+    std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])))
+}
+
+/// [`dot_rows_bf16_dp`] for `m` (1..=MAX_ROWS) rows of `xs`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn dot_m_bf16_dp(row: &[bf16], xs: &[bf16], m: usize) -> [f32; MAX_ROWS] {
+    let mut o = [0f32; MAX_ROWS];
+    match m {
+        1 => o[..1].copy_from_slice(&dot_rows_bf16_dp::<1>(row, xs)),
+        2 => o[..2].copy_from_slice(&dot_rows_bf16_dp::<2>(row, xs)),
+        3 => o[..3].copy_from_slice(&dot_rows_bf16_dp::<3>(row, xs)),
+        _ => o.copy_from_slice(&dot_rows_bf16_dp::<MAX_ROWS>(row, xs)),
+    }
+    o
 }
 
 /// `row · x` over their common length (AVX2 + FMA where the CPU has it).
@@ -252,5 +424,88 @@ impl Row for f16 {
             s += <f32 as Row>::dot(b, xv, fma);
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values in ±1 with a few outliers (×8), deterministic.
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                let u = (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0;
+                if i % 97 == 3 {
+                    u * 8.0
+                } else {
+                    u
+                }
+            })
+            .collect()
+    }
+
+    /// Every bf16 kernel this CPU can run, forced one by one, against an f64 reference of the
+    /// same bf16 operands, for lengths around the kernels' 16-, 32- and 128-value steps.
+    #[test]
+    fn bf16_kernels_match_a_reference() {
+        let mut ran = Vec::new();
+        for len in [1, 7, 31, 32, 33, 127, 128, 129, 333, 3072] {
+            let row: Vec<bf16> = values(len, 1).into_iter().map(bf16::from_f32).collect();
+            let xb: Vec<bf16> = values(len, 2).into_iter().map(bf16::from_f32).collect();
+            let xf: Vec<f32> = xb.iter().map(|v| v.to_f32()).collect();
+            let terms = row.iter().zip(&xb).map(|(a, b)| a.to_f64() * b.to_f64());
+            let (want, mag) = terms.fold((0.0, 0.0), |(s, m), t| (s + t, m + t.abs()));
+            let mut got = vec![(Bf16Kernel::Scalar, <bf16 as Row>::dot(&row, &xf, false))];
+            if has_fma() {
+                got.push((Bf16Kernel::Avx2, <bf16 as Row>::dot(&row, &xf, true)));
+            }
+            #[cfg(target_arch = "x86_64")]
+            if has_avx512bf16() {
+                // SAFETY: the CPU supports avx512f/bw and avx512bf16 (checked just above).
+                got.push((Bf16Kernel::Avx512Bf16, unsafe { dot_bf16_dp(&row, &xb) }));
+            }
+            for (kernel, g) in got {
+                // f32 accumulation's worst case: len · eps · Σ|terms|.
+                let tol = len as f64 * f32::EPSILON as f64 * mag;
+                assert!((g as f64 - want).abs() <= tol, "{kernel:?}, {len} values: {g} vs {want}");
+                if !ran.contains(&kernel) {
+                    ran.push(kernel);
+                }
+            }
+        }
+        // Which paths this CPU could check (the others need a CPU that has them).
+        eprintln!("bf16 kernels checked: {ran:?}; selected: {:?}", bf16_kernel());
+        assert!(ran.contains(&bf16_kernel()));
+    }
+
+    /// The op-level entry with each kernel forced (a kernel the CPU lacks falls back to the best
+    /// it has): 1..=4 rows of bf16 activations against bf16 weights, n and k off the kernels' steps.
+    #[test]
+    fn forced_bf16_kernels_agree_through_try_linear() {
+        use candle_core::Device;
+        let (n, k) = (300, 333);
+        let w = Tensor::from_vec(values(n * k, 3), (n, k), &Device::Cpu).unwrap().to_dtype(C::BF16).unwrap();
+        let wr = w.to_dtype(C::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for m in 1..=MAX_ROWS {
+            let x = Tensor::from_vec(values(m * k, 4 + m as u32), (m, k), &Device::Cpu).unwrap();
+            let x = x.to_dtype(C::BF16).unwrap();
+            let xr = x.to_dtype(C::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            for kernel in [Bf16Kernel::Scalar, Bf16Kernel::Avx2, Bf16Kernel::Avx512Bf16] {
+                let y = try_linear_with(&x, &w, kernel).unwrap().expect("decode-shaped");
+                assert_eq!((y.dims(), y.dtype()), (&[m, n][..], C::BF16));
+                let y = y.to_dtype(C::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                for i in 0..m {
+                    for j in 0..n {
+                        let terms = (0..k).map(|l| xr[i * k + l] as f64 * wr[j * k + l] as f64);
+                        let (want, mag) = terms.fold((0.0, 0.0), |(s, a), t| (s + t, a + t.abs()));
+                        // The bf16 output's rounding (2⁻⁸ relative) plus f32 accumulation's.
+                        let tol = want.abs() / 256.0 + k as f64 * f32::EPSILON as f64 * mag;
+                        let g = y[i * n + j] as f64;
+                        assert!((g - want).abs() <= tol, "{kernel:?} m {m} ({i}, {j}): {g} vs {want}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -15,6 +15,7 @@ pub mod elementwise;
 pub mod error;
 pub mod gemv;
 pub mod ggml;
+pub mod half_gemm;
 pub mod linear;
 pub mod norm;
 pub mod ops;

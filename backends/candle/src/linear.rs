@@ -2,9 +2,9 @@
 
 use candle_core::{DType as C, Result, Tensor};
 
-use crate::gemv;
 use crate::quant;
 use crate::tensor::CandleTensor;
+use crate::{gemv, half_gemm};
 
 /// `a @ b` with PyTorch `matmul` semantics: batch dims broadcast, 1-D operands are promoted to
 /// matrices and the added dim removed afterwards.
@@ -41,10 +41,11 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 ///
 /// Dense path: `x` is flattened to (m, in). Up to [`gemv::MAX_ROWS`] rows (decode) go through
 /// the streaming kernel of [`gemv`] (f32 / f16 / bf16 weights read once, in place). More rows
-/// go to candle's gemm with the transposed *view* of `w`: gemm reads `w` through its strides, so
-/// no copy of the weight is made for f32 and f16 (candle has no bf16 gemm and widens both
-/// operands of a bf16 matmul to f32 on every call: bf16 prefill pays one weight conversion per
-/// call). Quantized path: candle's k-quant kernels.
+/// with bf16 / f16 weights go to [`half_gemm`] (`vdpbf16ps` tiles for bf16 where the CPU has
+/// them, else the weight widened to f32 a cache-sized panel at a time, f32 gemm per panel;
+/// candle's bf16 matmul widened the whole weight per call); f32
+/// weights to candle's gemm with the transposed *view* of `w` (gemm reads it through its
+/// strides, no copy). Quantized path: the GGML kernels or candle's k-quant kernels.
 pub fn linear(x: &Tensor, w: &CandleTensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let y = match w {
         CandleTensor::Quant(q) => quant::linear(x, q)?,
@@ -81,7 +82,10 @@ fn dense_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let x2 = x.contiguous()?.reshape((m, k))?;
     let y = match gemv::try_linear(&x2, w)? {
         Some(y) => y,
-        None => x2.matmul(&w.t()?)?,
+        None => match half_gemm::try_linear(&x2, w)? {
+            Some(y) => y,
+            None => x2.matmul(&w.t()?)?,
+        },
     };
     let mut out = dims;
     *out.last_mut().expect("rank >= 1") = n;

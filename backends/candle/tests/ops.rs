@@ -609,7 +609,7 @@ fn linear_dense_with_bias_all_ranks() {
 #[test]
 fn linear_decode_kernel_and_gemm_agree_with_naive() {
     // Shapes big enough for the threaded decode kernel, k not a multiple of its 16-wide blocks;
-    // 1..=4 rows take the decode kernel, 5 rows take gemm.
+    // 1..=4 rows take the decode kernel, 5 and 39 rows gemm (f32) or the panel path (f16, bf16).
     let b = be();
     let (n, k) = (300, 333);
     let vw = rand_vec(n * k, 25);
@@ -617,7 +617,7 @@ fn linear_decode_kernel_and_gemm_agree_with_naive() {
     for dt in [DType::F32, DType::F16, DType::BF16] {
         let w = w32.to_dtype(dt).unwrap();
         let wr = w.to_vec_f32().unwrap(); // the weight as rounded to dt
-        for m in [1, 2, 4, 5] {
+        for m in [1, 2, 4, 5, 39] {
             let vx = rand_vec(m * k, 26 + m as u64);
             let x = t(&b, &vx, &[m, k]).to_dtype(dt).unwrap();
             let xr = x.to_vec_f32().unwrap();

@@ -1,0 +1,117 @@
+//! Half-precision (bf16, f16) weight products, old path and new side by side in one run:
+//!
+//! - decode matvec (1 and 4 rows): GB/s of weight bytes read, the AVX2 widening kernel against
+//!   AVX-512 BF16 `vdpbf16ps` (where the CPU has it), on weights past the last-level cache
+//!   (several matrices taken in turn) and on one matrix that stays in cache;
+//! - many rows (39, 128): GFLOP/s of candle's matmul (bf16: the whole weight widened to f32 per
+//!   call; f16: gemm's f16 kernel) against the panel path (`half_gemm`), with f32 gemm on the
+//!   same shape as the ceiling.
+//!
+//! `cargo bench -p infer-backend-candle --bench half_matmul [-- NAME...]`; threads:
+//! `RAYON_NUM_THREADS` (tools/bench/half_matmul.sh runs 1 and 2). NAME: run the rows whose
+//! label contains it.
+
+use std::time::Instant;
+
+use candle_core::{DType, Device, Tensor};
+use infer_backend_candle::gemv::{self, Bf16Kernel};
+use infer_backend_candle::half_gemm;
+
+/// (n, k) weight shapes: Voxtral Realtime's 4B decoder (d 3072, FFN 9216).
+const SHAPES: [(usize, usize); 2] = [(3072, 3072), (9216, 3072)];
+/// Weight bytes the streaming matvec cycles through (past a 105 MB L3).
+const STREAM_BYTES: usize = 512 << 20;
+
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn tensor(n: usize, k: usize, seed: u64, dtype: DType) -> Tensor {
+    Tensor::from_vec(values(n * k, seed), (n, k), &Device::Cpu).unwrap().to_dtype(dtype).unwrap()
+}
+
+/// Best seconds per call of `f` (one warm-up call) over at least `runs` calls and 0.5 s.
+fn best(runs: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let start = Instant::now();
+    let mut best = f64::MAX;
+    let mut i = 0;
+    while i < runs || start.elapsed().as_secs_f64() < 0.5 {
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed().as_secs_f64());
+        i += 1;
+    }
+    best
+}
+
+fn main() {
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let want = |label: &str| filter.is_empty() || filter.iter().any(|f| label.contains(f.as_str()));
+    let threads = candle_core::utils::get_num_threads();
+    println!("threads {threads}; bf16 matvec kernel selected: {:?}", gemv::bf16_kernel());
+    let kernels = [("avx2", Bf16Kernel::Avx2), ("avx512bf16", Bf16Kernel::Avx512Bf16)];
+
+    println!("\n| matvec bf16 (n x k) | rows | weights | kernel | GB/s |");
+    println!("| --- | ---: | --- | --- | ---: |");
+    for (n, k) in SHAPES {
+        let copies = STREAM_BYTES.div_ceil(n * k * 2);
+        let ws: Vec<Tensor> = (0..copies).map(|c| tensor(n, k, 10 + c as u64, DType::BF16)).collect();
+        for m in [1, 4] {
+            let x = tensor(m, k, 3, DType::BF16);
+            for (stream, label) in [(true, "streaming"), (false, "in cache")] {
+                for (name, kernel) in kernels {
+                    if !want(&format!("matvec {n}x{k} {m} {label} {name}")) {
+                        continue;
+                    }
+                    let mut next = 0;
+                    let s = best(20, || {
+                        let w = &ws[if stream { next % copies } else { 0 }];
+                        next += 1;
+                        gemv::try_linear_with(&x, w, kernel).unwrap().unwrap();
+                    });
+                    let gbs = (n * k * 2) as f64 / s / 1e9;
+                    println!("| {n}x{k} | {m} | {label} | {name} | {gbs:.1} |");
+                }
+            }
+        }
+    }
+
+    println!("\n| product (n x k) | rows | dtype | path | ms | GFLOP/s |");
+    println!("| --- | ---: | --- | --- | ---: | ---: |");
+    for (n, k) in SHAPES {
+        for m in [39, 128] {
+            let flops = 2.0 * (m * n * k) as f64;
+            let row = |dtype: &str, path: &str, s: f64| {
+                println!("| {n}x{k} | {m} | {dtype} | {path} | {:.1} | {:.1} |", s * 1e3, flops / s / 1e9);
+            };
+            if want(&format!("gemm {n}x{k} {m} f32")) {
+                let (w, x) = (tensor(n, k, 1, DType::F32), tensor(m, k, 2, DType::F32));
+                let wt = w.t().unwrap();
+                row("f32", "candle matmul", best(3, || drop(x.matmul(&wt).unwrap())));
+            }
+            for dtype in [DType::BF16, DType::F16] {
+                let label = format!("gemm {n}x{k} {m} {dtype:?}");
+                if !want(&label) {
+                    continue;
+                }
+                let (w, x) = (tensor(n, k, 1, dtype), tensor(m, k, 2, dtype));
+                let wt = w.t().unwrap();
+                let name = format!("{dtype:?}").to_lowercase();
+                row(&name, "candle matmul", best(3, || drop(x.matmul(&wt).unwrap())));
+                let panels = || drop(half_gemm::try_linear_with(&x, &w, Bf16Kernel::Avx2).unwrap().unwrap());
+                row(&name, "panels", best(3, panels));
+                if dtype == DType::BF16 {
+                    let tiles = || drop(half_gemm::try_linear_with(&x, &w, Bf16Kernel::Avx512Bf16).unwrap().unwrap());
+                    row(&name, "vdpbf16ps tiles", best(3, tiles));
+                }
+            }
+        }
+    }
+}

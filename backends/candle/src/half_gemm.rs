@@ -1,0 +1,393 @@
+//! Half-precision weight products with more rows than the decode kernel takes (prefill, encoder
+//! batches): y (m, n) = x (m, k) @ wᵀ for a row-major bf16 or f16 weight w (n, k).
+//!
+//! candle has no bf16 gemm: it widened the whole weight to f32 on every call (a 9216 × 3072
+//! weight is a fresh 113 MB buffer per product). Where the CPU has AVX-512 BF16, bf16 products
+//! run on `vdpbf16ps` tiles ([`tiles`]) that multiply bf16 pairs without widening. Otherwise
+//! (and for f16, and odd k) w is widened a panel of rows at a time into a per-thread buffer that stays in cache and is reused across
+//! calls, and each panel goes through gemm's f32 kernel; the panels (output columns) are split
+//! across candle's thread pool. f16 weights take the same path: gemm's own f16 kernel rounds its
+//! partial sums to f16 between k blocks, here they stay f32 until the one final rounding.
+
+use std::cell::RefCell;
+
+use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
+use half::{bf16, f16, slice::HalfFloatSliceExt};
+
+use crate::gemv::{self, Bf16Kernel};
+
+/// A panel's widened f32 bytes: about half of a 2 MiB L2, so the panel and gemm's packed
+/// copy of it stay close to the core that made them.
+const PANEL_BYTES: usize = 1 << 20;
+/// Panel heights are multiples of this (gemm's widest f32 register tile on AVX-512).
+const PANEL_ALIGN: usize = 16;
+/// Below this many multiply-adds the product runs on the calling thread.
+const PARALLEL_MIN: usize = 1 << 20;
+
+thread_local! {
+    /// The thread's widened panel (about `PANEL_BYTES`, or 16 rows where rows are wider), kept
+    /// for its next product.
+    static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `x @ wᵀ` for a bf16 or f16 `w` (n, k), row-major, and `x` (m, k) of the same dtype; `None`
+/// when the operands are anything else (the caller falls back to candle's matmul).
+pub fn try_linear(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
+    try_linear_with(x, w, gemv::bf16_kernel())
+}
+
+/// [`try_linear`] with bf16 products on `vdpbf16ps` tiles when `bf16` is
+/// [`Bf16Kernel::Avx512Bf16`] (and the CPU has it, and k is even), on f32 panels otherwise:
+/// benchmarks and tests compare the two through it.
+pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Option<Tensor>> {
+    let (m, k) = x.dims2()?;
+    let (n, kw) = w.dims2()?;
+    if m == 0 || k == 0 || n == 0 || k != kw || x.dtype() != w.dtype() || !w.is_contiguous() {
+        return Ok(None);
+    }
+    if !matches!(w.dtype(), C::BF16 | C::F16) {
+        return Ok(None);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if w.dtype() == C::BF16 && k.is_multiple_of(2) && bf16 >= Bf16Kernel::Avx512Bf16 && tiles::available() {
+        // x is bf16 too (the dtypes match): its values are exact `vdpbf16ps` operands.
+        let xb = x.flatten_all()?.to_vec1::<bf16>()?;
+        let (storage, layout) = w.storage_and_layout();
+        let Storage::Cpu(CpuStorage::BF16(v)) = &*storage else { return Ok(None) };
+        let off = layout.start_offset();
+        let mut out = vec![0f32; m * n];
+        tiles::product(&v[off..off + n * k], &xb, m, n, k, &mut out);
+        drop(storage);
+        return Tensor::from_vec(out, (m, n), x.device())?.to_dtype(x.dtype()).map(Some);
+    }
+    let xs = x.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    let (storage, layout) = w.storage_and_layout();
+    let Storage::Cpu(cpu) = &*storage else { return Ok(None) };
+    let off = layout.start_offset();
+    let rows = panel_rows(n, k, threads());
+    let mut out = vec![0f32; m * n];
+    match cpu {
+        CpuStorage::BF16(v) => product(&v[off..off + n * k], &xs, m, n, k, rows, &mut out),
+        CpuStorage::F16(v) => product(&v[off..off + n * k], &xs, m, n, k, rows, &mut out),
+        _ => return Ok(None),
+    }
+    drop(storage);
+    Tensor::from_vec(out, (m, n), x.device())?.to_dtype(x.dtype()).map(Some)
+}
+
+/// candle's thread count, looked up once (the lookup may read /proc/cpuinfo).
+fn threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(candle_core::utils::get_num_threads)
+}
+
+/// Weight rows per panel: what fits [`PANEL_BYTES`] widened, but no more than gives every
+/// thread a panel.
+fn panel_rows(n: usize, k: usize, threads: usize) -> usize {
+    let by_cache = PANEL_BYTES / (4 * k) / PANEL_ALIGN * PANEL_ALIGN;
+    let by_threads = n.div_ceil(threads.max(1)).next_multiple_of(PANEL_ALIGN);
+    by_cache.min(by_threads).max(PANEL_ALIGN)
+}
+
+/// A half-precision weight element.
+pub trait Half: Copy + Send + Sync {
+    /// `dst[i] = src[i]` as f32, same lengths.
+    fn widen(src: &[Self], dst: &mut [f32]);
+}
+
+impl Half for f16 {
+    fn widen(src: &[f16], dst: &mut [f32]) {
+        // half picks F16C (x86) or NEON at run time.
+        src.convert_to_f32_slice(dst);
+    }
+}
+
+impl Half for bf16 {
+    fn widen(src: &[bf16], dst: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports avx2 (checked just above).
+            return unsafe { widen_bf16_avx2(src, dst) };
+        }
+        widen_bf16_body(src, dst)
+    }
+}
+
+/// A bf16 is the upper half of an f32: widening is a 16-bit shift (the loop vectorizes).
+#[inline(always)]
+fn widen_bf16_body(src: &[bf16], dst: &mut [f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = f32::from_bits((s.to_bits() as u32) << 16);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn widen_bf16_avx2(src: &[bf16], dst: &mut [f32]) {
+    widen_bf16_body(src, dst)
+}
+
+struct OutPtr(*mut f32);
+// SAFETY: hands disjoint output columns to the pool's threads.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// A method, so closures capture the whole (Sync) wrapper rather than its pointer field.
+    fn at(&self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
+
+/// `out (m, n) = xs (m, k) @ wᵀ`, w (n, k) widened `rows` weight rows (output columns) at a time.
+pub fn product<T: Half>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, rows: usize, out: &mut [f32]) {
+    assert!(w.len() >= n * k && xs.len() >= m * k && out.len() >= m * n && rows > 0);
+    let units = n.div_ceil(rows);
+    let ptr = OutPtr(out.as_mut_ptr());
+    let body = |range: std::ops::Range<usize>| {
+        PANEL.with_borrow_mut(|panel| {
+            for u in range {
+                let j0 = u * rows;
+                let nb = rows.min(n - j0);
+                panel.resize(nb * k, 0.0);
+                T::widen(&w[j0 * k..(j0 + nb) * k], &mut panel[..nb * k]);
+                // SAFETY: xs holds m rows of k values (row stride k), the panel nb rows of k
+                // values (column j of wᵀ at panel[j * k]); the destination is columns
+                // j0..j0 + nb of the m × n row-major `out`, written by this unit only.
+                unsafe {
+                    gemm::gemm(
+                        m,
+                        nb,
+                        k,
+                        ptr.at(j0),
+                        1,
+                        n as isize,
+                        false,
+                        xs.as_ptr(),
+                        1,
+                        k as isize,
+                        panel.as_ptr(),
+                        k as isize,
+                        1,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    )
+                }
+            }
+        })
+    };
+    if m * n * k < PARALLEL_MIN || units == 1 {
+        body(0..units);
+    } else {
+        candle_core::utils::barrier_pool().execute_chunked(units, body);
+    }
+}
+
+/// bf16 products without widening: `vdpbf16ps` tiles of 32 activation rows (two registers of 16
+/// lanes, each lane one row's pair of bf16s; 16 for a last odd block) × 8 weight rows (each pair broadcast), 16 f32
+/// accumulators, the whole k per tile. The activations are repacked once per call into that
+/// lane order (m · k values, small next to the weight); the weight is read in place, its rows
+/// split across the thread pool 8 at a time.
+#[cfg(target_arch = "x86_64")]
+pub mod tiles {
+    use std::arch::x86_64::*;
+
+    use half::bf16;
+
+    use super::OutPtr;
+
+    /// Weight rows per tile.
+    const NR: usize = 8;
+    /// Activation rows per register (16 f32 lanes).
+    const LANES: usize = 16;
+
+    /// Whether the CPU has AVX-512 BF16 (and F/BW for the loads).
+    pub fn available() -> bool {
+        use std::arch::is_x86_feature_detected as has;
+        has!("avx512f") && has!("avx512bw") && has!("avx512bf16")
+    }
+
+    /// `out (m, n) = x (m, k) @ wᵀ` for bf16 `x` and `w` (n, k), k even. Panics on a CPU
+    /// without AVX-512 BF16 ([`available`]).
+    pub fn product(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize, out: &mut [f32]) {
+        assert!(available() && k.is_multiple_of(2) && w.len() >= n * k && x.len() >= m * k && out.len() >= m * n);
+        let kp = k / 2;
+        // Blocks of 16 rows (zeros past m).
+        let blocks = m.div_ceil(LANES);
+        let mut xp = vec![0u32; blocks * kp * LANES];
+        for i in 0..m {
+            let (b, l) = (i / LANES, i % LANES);
+            for p in 0..kp {
+                let (lo, hi) = (x[i * k + 2 * p].to_bits() as u32, x[i * k + 2 * p + 1].to_bits() as u32);
+                xp[(b * kp + p) * LANES + l] = lo | hi << 16;
+            }
+        }
+        let units = n.div_ceil(NR);
+        let ptr = OutPtr(out.as_mut_ptr());
+        let body = |range: std::ops::Range<usize>| {
+            for u in range {
+                // SAFETY: the CPU has AVX-512 F/BW/BF16 (asserted above); the shapes were checked.
+                unsafe { tile_column(w, &xp, m, n, k, blocks, u * NR, &ptr) }
+            }
+        };
+        if m * n * k < super::PARALLEL_MIN || units == 1 {
+            body(0..units);
+        } else {
+            candle_core::utils::barrier_pool().execute_chunked(units, body);
+        }
+    }
+
+    /// Output columns j0..j0 + NR (fewer at the end) for every activation row: pairs of
+    /// 16-row blocks, and a last odd block alone (so 5 rows compute 16, not 32).
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile_column(
+        w: &[bf16],
+        xp: &[u32],
+        m: usize,
+        n: usize,
+        k: usize,
+        blocks: usize,
+        j0: usize,
+        out: &OutPtr,
+    ) {
+        // Past the last weight row, repeat it (those results are dropped).
+        let rows: [*const u32; NR] = std::array::from_fn(|r| w.as_ptr().add((j0 + r).min(n - 1) * k) as *const u32);
+        let mut b = 0;
+        while b + 2 <= blocks {
+            tile::<2>(&rows, xp, m, n, k, b, j0, out);
+            b += 2;
+        }
+        if b < blocks {
+            tile::<1>(&rows, xp, m, n, k, b, j0, out);
+        }
+    }
+
+    /// MB 16-row blocks from block `b` × NR weight rows, over the whole k.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    unsafe fn tile<const MB: usize>(
+        rows: &[*const u32; NR],
+        xp: &[u32],
+        m: usize,
+        n: usize,
+        k: usize,
+        b: usize,
+        j0: usize,
+        out: &OutPtr,
+    ) {
+        let kp = k / 2;
+        let bh = |v: __m512i| std::mem::transmute::<__m512i, __m512bh>(v);
+        let xs: [*const u32; MB] = std::array::from_fn(|h| xp.as_ptr().add((b + h) * kp * LANES));
+        let mut acc = [[_mm512_setzero_ps(); MB]; NR];
+        for p in 0..kp {
+            // SAFETY: p < kp pairs of each packed block and of each weight row (k = 2 kp).
+            let a: [__m512bh; MB] = std::array::from_fn(|h| bh(_mm512_loadu_si512(xs[h].add(p * LANES) as *const _)));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let wv = bh(_mm512_set1_epi32(rows[r].add(p).read_unaligned() as i32));
+                for h in 0..MB {
+                    acc[h] = _mm512_dpbf16_ps(acc[h], a[h], wv);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            let j = j0 + r;
+            if j >= n {
+                break;
+            }
+            for (h, v) in acc.iter().enumerate() {
+                let mut lanes = [0f32; LANES];
+                _mm512_storeu_ps(lanes.as_mut_ptr(), *v);
+                for (l, &y) in lanes.iter().enumerate() {
+                    let i = (b + h) * LANES + l;
+                    if i < m {
+                        // SAFETY: (i, j) is in the m × n output and written by this unit only.
+                        *out.at(i * n + j) = y;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).collect()
+    }
+
+    /// Several panels with a short last one, against an f64 reference of the rounded operands.
+    #[test]
+    fn panels_match_a_reference() {
+        let (n, k) = (75, 129);
+        let wf = values(n * k, 1);
+        let wb: Vec<bf16> = wf.iter().map(|&v| bf16::from_f32(v)).collect();
+        let wh: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
+        for m in [1, 5, 39] {
+            let xs = values(m * k, 2 + m as u32);
+            for rows in [16, 32, 80] {
+                let mut got_b = vec![f32::NAN; m * n];
+                product(&wb, &xs, m, n, k, rows, &mut got_b);
+                let mut got_h = vec![f32::NAN; m * n];
+                product(&wh, &xs, m, n, k, rows, &mut got_h);
+                for (got, w) in [
+                    (got_b, wb.iter().map(|v| v.to_f64()).collect::<Vec<_>>()),
+                    (got_h, wh.iter().map(|v| v.to_f64()).collect::<Vec<_>>()),
+                ] {
+                    for i in 0..m {
+                        for j in 0..n {
+                            let terms = (0..k).map(|l| xs[i * k + l] as f64 * w[j * k + l]);
+                            let (want, mag) = terms.fold((0.0, 0.0), |(s, a), t| (s + t, a + t.abs()));
+                            let g = got[i * n + j] as f64;
+                            // f32 accumulation's worst case: k · eps · Σ|terms|.
+                            let tol = k as f64 * f32::EPSILON as f64 * mag;
+                            assert!((g - want).abs() <= tol, "m {m} rows {rows} ({i}, {j}): {g} vs {want}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The `vdpbf16ps` tiles (where the CPU has them): row counts around the 16-lane blocks and
+    /// their pairs, n off the 8-row tiles, against an f64 reference of the bf16 operands.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn tiles_match_a_reference() {
+        if !tiles::available() {
+            eprintln!("no AVX-512 BF16 on this CPU: the tiles are not checked here");
+            return;
+        }
+        let (n, k) = (75, 130);
+        let w: Vec<bf16> = values(n * k, 1).into_iter().map(bf16::from_f32).collect();
+        for m in [1, 5, 16, 17, 33, 39] {
+            let x: Vec<bf16> = values(m * k, 2 + m as u32).into_iter().map(bf16::from_f32).collect();
+            let mut got = vec![f32::NAN; m * n];
+            tiles::product(&w, &x, m, n, k, &mut got);
+            for i in 0..m {
+                for j in 0..n {
+                    let terms = (0..k).map(|l| x[i * k + l].to_f64() * w[j * k + l].to_f64());
+                    let (want, mag) = terms.fold((0.0, 0.0), |(s, a), t| (s + t, a + t.abs()));
+                    let tol = k as f64 * f32::EPSILON as f64 * mag;
+                    let g = got[i * n + j] as f64;
+                    assert!((g - want).abs() <= tol, "m {m} ({i}, {j}): {g} vs {want}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn panel_heights() {
+        // Cache-bound for a wide k, thread-bound for a short n, never below one alignment step.
+        assert_eq!(panel_rows(9216, 3072, 2), 80);
+        assert_eq!(panel_rows(40, 3072, 2), 32);
+        assert_eq!(panel_rows(9216, 1 << 20, 2), PANEL_ALIGN);
+    }
+}
