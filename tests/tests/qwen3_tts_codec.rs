@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use infer_core::audio::{Audio, AudioCodec};
 use infer_core::{Backend, DType, Error};
-use infer_qwen3_tts::codec::{find_codec_dir, Codec12Hz, SEGMENT_FRAMES};
+use infer_qwen3_tts::codec::{find_codec_dir, Codec12Hz, SEGMENT_CONTEXT, SEGMENT_FRAMES};
 use infer_tests::{copy_dir, fixture, max_abs_diff, Setup};
 use safetensors::{Dtype, SafeTensors};
 
@@ -176,6 +176,32 @@ fn streaming_crosses_the_reference_segment_boundary() {
     let diff = max_abs_diff(&out[from..], g.f32("decode_310.wav"));
     println!("310 frames in chunks of 7: max |Δ| to reference {diff:.2e}");
     assert!(diff <= WAV_TOL, "differs from the reference by {diff}");
+}
+
+#[test]
+fn streaming_does_not_redo_work_per_chunk() {
+    // Frame by frame over 310 frames: each push decodes its own frame, plus 25 context frames once
+    // at the segment restart, as one whole-utterance decode does; the carried left context stops
+    // growing once the attention window (8 frames in the fixture) is full.
+    let g = golden();
+    let codec = load(Setup::CandleBuiltIn);
+    let codes = g.codes("decode_310.codes");
+    let window = codec.config().decoder_config.sliding_window;
+    let mut stream = codec.decode_stream();
+    let mut carried = Vec::new();
+    for (i, frame) in codes.iter().enumerate() {
+        stream.push(std::slice::from_ref(frame)).unwrap();
+        let restarts = if i >= SEGMENT_FRAMES { SEGMENT_CONTEXT } else { 0 };
+        assert_eq!(stream.decoded_frames(), i + 1 + restarts, "after frame {i}");
+        carried.push(stream.carried_values());
+    }
+    let steady = carried[window];
+    println!("carried values after {} frames: {steady}", window + 1);
+    assert!(carried[window..SEGMENT_FRAMES].iter().all(|&c| c == steady), "left context grows: {carried:?}");
+    assert!(carried[SEGMENT_FRAMES..].iter().all(|&c| c <= steady));
+    let mut whole = codec.decode_stream();
+    whole.push(&codes).unwrap();
+    assert_eq!(whole.decoded_frames(), stream.decoded_frames());
 }
 
 #[test]

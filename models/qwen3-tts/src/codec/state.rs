@@ -19,6 +19,12 @@ impl Carry {
         self.next = 0;
     }
 
+    /// Values held as left context across all layers: bounded, so a chunk's decode costs the same
+    /// at any position in the utterance.
+    pub fn carried_values(&self) -> usize {
+        self.slots.iter().flatten().map(Tensor::elem_count).sum()
+    }
+
     /// The next layer's slot: `None` the first time, what it stored there after that.
     pub fn slot(&mut self) -> &mut Option<Tensor> {
         if self.next == self.slots.len() {

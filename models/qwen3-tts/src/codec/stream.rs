@@ -9,6 +9,12 @@
 //! scratch with the previous 25 frames as left context whose output it drops. The stream does
 //! the same at the same frame counts, so streaming, [`super::Codec12Hz::decode`] and the
 //! reference agree for every length.
+//!
+//! Work per chunk: a push of `n` frames runs the decoder over those `n` frames only, plus each
+//! layer's carried left context (at most `span - 1` input columns per convolution, `window - 1`
+//! keys per attention layer), whatever the position in the utterance; every `SEGMENT_FRAMES`
+//! frames the segment restart re-decodes `SEGMENT_CONTEXT` frames once. So an utterance of `F`
+//! frames costs `F + SEGMENT_CONTEXT * ((F - 1) / SEGMENT_FRAMES)` frame decodes in any chunking.
 
 use std::collections::VecDeque;
 
@@ -31,11 +37,13 @@ pub struct DecodeStream<'a> {
     /// The last `SEGMENT_CONTEXT` frames, replayed when a new segment starts.
     history: VecDeque<Vec<u32>>,
     frames: usize,
+    /// Frames run through the decoder, segment-restart context included.
+    decoded: usize,
 }
 
 impl<'a> DecodeStream<'a> {
     pub(super) fn new(codec: &'a Codec12Hz) -> Self {
-        DecodeStream { codec, carry: Carry::default(), in_segment: 0, history: VecDeque::new(), frames: 0 }
+        DecodeStream { codec, carry: Carry::default(), in_segment: 0, history: VecDeque::new(), frames: 0, decoded: 0 }
     }
 
     /// Decodes `frames` (`[frame][codebook]`) and returns their `frames.len() * 1920` samples.
@@ -59,6 +67,7 @@ impl<'a> DecodeStream<'a> {
             }
             self.in_segment += n;
             self.frames += n;
+            self.decoded += n;
             rest = later;
         }
         Ok(out)
@@ -77,11 +86,23 @@ impl<'a> DecodeStream<'a> {
         self.frames
     }
 
+    /// Frames run through the decoder so far, the segment restarts' context included: the
+    /// stream's work, which does not depend on how the frames were split into pushes.
+    pub fn decoded_frames(&self) -> usize {
+        self.decoded
+    }
+
+    /// Values the stream carries as left context between pushes (bounded: see the module doc).
+    pub fn carried_values(&self) -> usize {
+        self.carry.carried_values()
+    }
+
     /// A new reference segment: fresh state, the context frames decoded and their samples dropped.
     fn start_segment(&mut self) -> Result<()> {
         self.carry = Carry::default();
         let context: Vec<Vec<u32>> = self.history.iter().cloned().collect();
         self.codec.decode_frames(&context, &mut self.carry)?;
+        self.decoded += context.len();
         self.in_segment = 0;
         Ok(())
     }
