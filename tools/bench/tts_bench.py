@@ -17,7 +17,10 @@ infer: runs `infer speak --temperature 0 --max-frames N` RUNS times, each a fres
 CANDLE_NUM_THREADS / RAYON_NUM_THREADS = --threads and INFER_LOG=infer_qwen3_tts=debug; synthesis
 time, audio seconds and first-audio time are parsed from its stderr summary line, the
 talker / code-predictor / codec split from the debug lines; load = process wall - synthesis;
-peak RSS = the child's ru_maxrss (os.wait4).
+peak RSS = the child's ru_maxrss (os.wait4). With --stream-frames N, `infer speak --stream
+--stream-frames N`: first_audio_s is then the time to the first streamed chunk, split into the
+prompt prefill, the first frame's code predictor and the first chunk's codec decode
+(first_prefill_s, first_predictor_s, first_decode_s; tools/bench/tts_ttfa.sh prints them).
 
 Each run reports medians over runs.
 """
@@ -135,6 +138,8 @@ def run_infer(args) -> dict:
             cmd = [args.infer, "speak", "-m", args.checkpoint, "--dtype", args.dtype, "--text", args.text,
                    "--language", "english", "--temperature", "0", "--max-frames", str(args.frames),
                    "--out", f"{tmp}/out.wav"]
+            if args.stream_frames > 0:
+                cmd += ["--stream", "--stream-frames", str(args.stream_frames)]
             if args.codes_out and i == args.runs - 1:
                 cmd += ["--dump-codes", args.codes_out]
             t0 = time.perf_counter()
@@ -150,17 +155,22 @@ def run_infer(args) -> dict:
             audio_s, frames, synth_s, _rtf, first_s, _peak_mb = m.groups()
             gen = next((l for l in err.splitlines() if "generation timing" in l), "")
             dec = next((l for l in err.splitlines() if "final codec decode" in l), "")
+            first = next((l for l in err.splitlines() if "qwen3-tts first frame" in l), "")
+            first_dec = next((l for l in err.splitlines() if "first chunk decode" in l), "")
             runs.append({
                 "frames": int(frames), "audio_s": float(audio_s), "synth_s": float(synth_s),
                 "first_audio_s": float(first_s), "process_s": wall, "load_s": wall - float(synth_s),
                 "peak_rss_bytes": usage.ru_maxrss * 1024,
                 "prefill_s": field(gen, "prefill_s"), "talker_steps_s": field(gen, "talker_steps_s"),
                 "code_predictor_s": field(gen, "code_predictor_s"), "decode_s": field(dec, "decode_s"),
+                "first_prefill_s": field(first, "prefill_s"), "first_predictor_s": field(first, "predictor_s"),
+                "first_decode_s": field(first_dec, "decode_s"),
             })
     version = subprocess.run([args.infer, "--version"], capture_output=True, text=True).stdout.strip()
-    out = {"impl": "infer", "versions": version, "threads": args.threads, "dtype": args.dtype, "runs": runs}
+    out = {"impl": "infer", "versions": version, "threads": args.threads, "dtype": args.dtype,
+           "stream_frames": args.stream_frames, "runs": runs}
     for k in ["frames", "audio_s", "synth_s", "first_audio_s", "load_s", "prefill_s", "talker_steps_s",
-              "code_predictor_s", "decode_s"]:
+              "code_predictor_s", "decode_s", "first_prefill_s", "first_predictor_s", "first_decode_s"]:
         vals = [r[k] for r in runs if r[k] is not None]
         out[k] = median(vals)
     out["peak_rss_bytes"] = max(r["peak_rss_bytes"] for r in runs)
@@ -177,6 +187,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     ap.add_argument("--text", default=TEXT)
+    ap.add_argument("--stream-frames", type=int, default=0,
+                    help="infer only: stream, a chunk every N frames (0: write at the end)")
     ap.add_argument("--codes-out", help="write the last run's codes here (TSV, a frame a row)")
     args = ap.parse_args()
     res = run_ref(args) if args.impl == "ref" else run_infer(args)

@@ -11,8 +11,9 @@ ref: mlx-audio's `Model.generate` (greedy semantic codes, flow matching, codec d
 on a view of the checkpoint with config.json = params.json, after a 2-frame warm-up; load time
 apart; the codec's share is timed by decoding the same codes again. Peak RSS: ru_maxrss.
 infer: a fresh `infer speak` per run with INFER_LOG=infer_voxtral_tts=debug; the split (prefill,
-backbone steps, flow matching, codec) comes from its timing line. Both make exactly --frames
-frames (the checkpoint's END_AUDIO row is zero).
+backbone steps, flow matching, codec) comes from its timing line; with --stream-frames N it
+streams (`--stream --stream-frames N`) and first_audio_s is the time to the first chunk. Both
+make exactly --frames frames (the checkpoint's END_AUDIO row is zero).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def run_ref(a) -> dict:
 
 
 def run_infer(a) -> dict:
-    synth, audio, split, rss, wall = [], [], [], [], []
+    synth, audio, split, rss, wall, first = [], [], [], [], [], []
     env = dict(os.environ, INFER_LOG="infer_voxtral_tts=debug", CANDLE_NUM_THREADS=str(a.threads),
                RAYON_NUM_THREADS=str(a.threads))
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,6 +89,8 @@ def run_infer(a) -> dict:
             cmd = [a.infer, "speak", "--model", str(a.checkpoint), "--voice", VOICE, "--text", TEXT,
                    "--temperature", "0", "--seed", "1", "--max-frames", str(a.frames), "--dtype", a.dtype,
                    "--out", f"{tmp}/out.wav"]
+            if a.stream_frames > 0:
+                cmd += ["--stream", "--stream-frames", str(a.stream_frames)]
             t0 = time.perf_counter()
             p = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
             _, err = p.communicate()
@@ -97,6 +100,7 @@ def run_infer(a) -> dict:
                 sys.exit(f"infer failed: {err}")
             m = re.search(r"(\d+\.\d+) s of audio, (\d+) frames in (\d+\.\d+) s", err)
             synth.append(float(m.group(3)))
+            first.append(float(re.search(r"first audio after (\d+\.\d+) s", err).group(1)))
             audio.append(float(m.group(1)))
             t = dict(re.findall(r"(\w+_s)=([\d.e-]+)", err.split("voxtral-tts timing")[-1].splitlines()[0]))
             split.append({k: float(v) for k, v in t.items()})
@@ -108,6 +112,8 @@ def run_infer(a) -> dict:
         "frames": a.frames,
         "synth_s": statistics.median(synth),
         "audio_s": statistics.median(audio),
+        "stream_frames": a.stream_frames,
+        "first_audio_s": statistics.median(first),
         "prefill_s": med("prefill_s"),
         "backbone_s": med("backbone_s"),
         "flow_s": med("flow_s"),
@@ -126,6 +132,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", default="f32", help="compute dtype: f32 (weights upcast) or bf16 (as stored)")
     ap.add_argument("--infer", default="infer")
+    ap.add_argument("--stream-frames", type=int, default=0, help="infer only: stream, a chunk every N frames")
     a = ap.parse_args()
     a.checkpoint = a.checkpoint.resolve()
     print(json.dumps(run_ref(a) if a.side == "ref" else run_infer(a)))

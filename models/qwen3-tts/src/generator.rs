@@ -171,6 +171,14 @@ impl CodeGenerator {
             frame.extend_from_slice(&rest);
             let t1 = Instant::now();
             predictor_time += t1 - t0;
+            if frames.is_empty() {
+                // The first frame's share of the time to first audio (bench/tts_ttfa.sh).
+                tracing::debug!(
+                    prefill_s = prefill_time.as_secs_f64(),
+                    predictor_s = (t1 - t0).as_secs_f64(),
+                    "qwen3-tts first frame"
+                );
+            }
             if !on_frame(&frame) || cancel.is_cancelled() {
                 return Err(Error::Cancelled);
             }

@@ -188,8 +188,22 @@ impl SpeechSynthesizer for Qwen3Tts {
             pending.push(frame.to_vec());
             let due = options.stream_frames > 0 && pending.len() >= options.stream_frames;
             let samples = if due {
+                let t0 = Instant::now();
                 match stream.push(&pending) {
-                    Ok(s) => s,
+                    Ok(s) => {
+                        let decode_s = t0.elapsed().as_secs_f64();
+                        // Each chunk costs the same at any position (codec/stream.rs); trace shows it.
+                        tracing::trace!(
+                            frames_done = frames,
+                            frames = pending.len(),
+                            decode_s,
+                            "qwen3-tts chunk decode"
+                        );
+                        if first_audio.is_none() {
+                            tracing::debug!(frames = pending.len(), decode_s, "qwen3-tts first chunk decode");
+                        }
+                        s
+                    }
                     Err(e) => {
                         failure = Some(e);
                         return false;
