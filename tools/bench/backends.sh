@@ -76,11 +76,8 @@ for k in "${keys[@]}"; do
   [ -e "${PATHS[$k]}" ] || { echo "missing ${PATHS[$k]}: run ${HOWTO[$k]}" >&2; exit 1; }
 done
 
-busy() {
-  local n
-  for n in rustc cargo cc1plus clippy-driver; do pgrep "$n" >/dev/null && return 0; done
-  return 1
-}
+# shellcheck source=idle.sh
+source "$REPO/tools/bench/idle.sh"
 
 mkdir -p "$OUT"
 echo "results -> $OUT" >&2

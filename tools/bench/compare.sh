@@ -45,11 +45,8 @@ IDLE_MAX_WAIT_S="${IDLE_MAX_WAIT_S:-600}"
 OUT="${BENCH_OUT:-/tmp/infer-bench-$(date +%Y%m%d-%H%M%S)}"
 # Any process whose name contains one of these (cargo also matches cargo-clippy; a `cargo test`
 # keeps its cargo process alive while the test binaries run).
-busy() {
-  local n
-  for n in rustc cargo cc1plus clippy-driver; do pgrep "$n" >/dev/null && return 0; done
-  return 1
-}
+# shellcheck source=idle.sh
+source "$REPO/tools/bench/idle.sh"
 
 build=1
 keys=()

@@ -35,11 +35,8 @@ keys=("$@")
 CLIENT="$("$REPO/tools/serve/setup_openai_venv.sh")"
 PEER="$("$REPO/tools/serve/setup_llamacpp_server_venv.sh")"
 
-busy() {
-  local n
-  for n in rustc cargo cc1plus clippy-driver; do pgrep "$n" >/dev/null && return 0; done
-  return 1
-}
+# shellcheck source=idle.sh
+source "$REPO/tools/bench/idle.sh"
 waited=0 quiet=0
 while [ "$quiet" -lt "$IDLE_QUIET_S" ] && [ "$waited" -lt "$IDLE_MAX_WAIT_S" ]; do
   if busy; then quiet=0; else quiet=$((quiet + 1)); fi

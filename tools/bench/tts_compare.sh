@@ -35,11 +35,8 @@ IDLE_MAX_WAIT_S="${IDLE_MAX_WAIT_S:-600}"
 OUT="${BENCH_OUT:-/tmp/infer-tts-bench-$(date +%Y%m%d-%H%M%S)}"
 export HF_HUB_OFFLINE=1
 
-busy() {
-  local n
-  for n in rustc cargo cc1plus clippy-driver; do pgrep "$n" >/dev/null && return 0; done
-  return 1
-}
+# shellcheck source=idle.sh
+source "$REPO/tools/bench/idle.sh"
 
 build=1
 keys=()
@@ -72,17 +69,6 @@ cat > "$OUT/machine.json" <<EOF
 {"cpu": "$(lscpu | sed -n 's/^Model name: *//p' | head -1)", "cores": $(nproc), "commit": "$commit", "date": "$(date -u +%FT%TZ)", "frames": $FRAMES, "runs": $RUNS, "threads": $THREADS}
 EOF
 
-wait_idle() {
-  local waited=0 quiet=0
-  while [ "$waited" -lt "$IDLE_MAX_WAIT_S" ]; do
-    if busy; then quiet=0; else quiet=$((quiet + 1)); fi
-    if [ "$quiet" -ge "$IDLE_QUIET_S" ] && awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v m="$IDLE_LOAD" 'BEGIN { exit !(l < m) }'; then
-      echo "idle after ${waited} s (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2; return 0
-    fi
-    sleep 1; waited=$((waited + 1))
-  done
-  echo "NOT idle after ${waited} s (load $(cut -d' ' -f1-3 /proc/loadavg)); measuring anyway" >&2
-}
 
 # measure NAME CMD...: stdout (one JSON object) -> $OUT/NAME.json, plus the load average before
 # and after and the number of seconds a compiler process was running.

@@ -45,23 +45,9 @@ fi
 # A private copy: other sessions may rebuild the target directory meanwhile.
 cp "$TARGET/release/infer" "$OUT/infer"
 
-busy() {
-  local n
-  for n in rustc cargo cc1plus clippy-driver; do pgrep "$n" >/dev/null && return 0; done
-  return 1
-}
+# shellcheck source=idle.sh
+source "$REPO/tools/bench/idle.sh"
 
-wait_idle() {
-  local waited=0 quiet=0
-  while [ "$waited" -lt "$IDLE_MAX_WAIT_S" ]; do
-    if busy; then quiet=0; else quiet=$((quiet + 1)); fi
-    if [ "$quiet" -ge "$IDLE_QUIET_S" ] && awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v m="$IDLE_LOAD" 'BEGIN { exit !(l < m) }'; then
-      echo "idle after ${waited} s (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2; return 0
-    fi
-    sleep 1; waited=$((waited + 1))
-  done
-  echo "NOT idle after ${waited} s (load $(cut -d' ' -f1-3 /proc/loadavg)); measuring anyway" >&2
-}
 
 # measure NAME CMD...: the command's JSON line plus load average and compiler seconds -> runs.jsonl
 measure() {
