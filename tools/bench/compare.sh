@@ -117,15 +117,9 @@ echo "idle: $idle ($note)" >&2
 # the sampler's 0/1 marks -> $OUT/NAME.contention.
 measure() {
   local name="$1"; shift
-  local marks="$OUT/$name.contention"
-  : > "$marks"
-  ( while :; do if busy; then echo 1; else echo 0; fi; sleep 1; done >> "$marks" ) &
-  local sampler=$!
-  local la0; la0="$(cut -d' ' -f1 /proc/loadavg)"
   local rc=0
-  "$@" > "$OUT/$name.json" 2> "$OUT/$name.stderr" || rc=$?
-  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
-  echo "$la0 $(cut -d' ' -f1 /proc/loadavg)" > "$OUT/$name.loadavg"
+  run_sampled "$name" "$@" || rc=$?
+  echo "$LOADAVG_START $LOADAVG_END" > "$OUT/$name.loadavg"
   [ "$rc" = 0 ] || { echo "$name failed (rc $rc):" >&2; cat "$OUT/$name.stderr" >&2; exit 1; }
 }
 

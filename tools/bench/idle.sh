@@ -21,3 +21,20 @@ wait_idle() {
   done
   echo "NOT idle after ${waited} s (load $(cut -d' ' -f1-3 /proc/loadavg)); measuring anyway" >&2
 }
+
+# run_sampled NAME CMD...: runs CMD with stdout -> $OUT/NAME.json and stderr -> $OUT/NAME.stderr,
+# while a sampler writes once a second whether a compiler runs (1) or not (0) to
+# $OUT/NAME.contention; sets LOADAVG_START and LOADAVG_END (1-minute); returns CMD's status.
+run_sampled() {
+  local name="$1"; shift
+  local marks="$OUT/$name.contention"
+  : > "$marks"
+  ( while :; do if busy; then echo 1; else echo 0; fi; sleep 1; done >> "$marks" ) &
+  local sampler=$!
+  LOADAVG_START="$(cut -d' ' -f1 /proc/loadavg)"
+  local rc=0
+  "$@" > "$OUT/$name.json" 2> "$OUT/$name.stderr" || rc=$?
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
+  LOADAVG_END="$(cut -d' ' -f1 /proc/loadavg)"
+  return "$rc"
+}

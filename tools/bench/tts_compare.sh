@@ -74,16 +74,10 @@ EOF
 # and after and the number of seconds a compiler process was running.
 measure() {
   local name="$1"; shift
-  local marks="$OUT/$name.contention"
-  : > "$marks"
-  ( while :; do if busy; then echo 1; else echo 0; fi; sleep 1; done >> "$marks" ) &
-  local sampler=$!
-  local la0; la0="$(cut -d' ' -f1 /proc/loadavg)"
   local rc=0
-  "$@" > "$OUT/$name.json" 2> "$OUT/$name.stderr" || rc=$?
-  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
+  run_sampled "$name" "$@" || rc=$?
   [ "$rc" = 0 ] || { echo "$name failed (rc $rc):" >&2; tail -20 "$OUT/$name.stderr" >&2; exit 1; }
-  python3 - "$OUT" "$name" "$la0" "$(cut -d' ' -f1 /proc/loadavg)" "$2" <<'PY'
+  python3 - "$OUT" "$name" "$LOADAVG_START" "$LOADAVG_END" "$2" <<'PY'
 import json, sys
 out, name, la0, la1, key = sys.argv[1:]
 # The last line: qwen-tts prints a banner on stdout when it is imported.

@@ -52,16 +52,10 @@ source "$REPO/tools/bench/idle.sh"
 # measure NAME CMD...: the command's JSON line plus load average and compiler seconds -> runs.jsonl
 measure() {
   local name="$1"; shift
-  local marks="$OUT/$name.contention"
-  : > "$marks"
-  ( while :; do if busy; then echo 1; else echo 0; fi; sleep 1; done >> "$marks" ) &
-  local sampler=$!
-  local la0; la0="$(cut -d' ' -f1 /proc/loadavg)"
   local rc=0
-  "$@" > "$OUT/$name.json" 2> "$OUT/$name.stderr" || rc=$?
-  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
+  run_sampled "$name" "$@" || rc=$?
   [ "$rc" = 0 ] || { echo "$name failed (rc $rc):" >&2; tail -20 "$OUT/$name.stderr" >&2; exit 1; }
-  python3 - "$OUT" "$name" "$la0" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
+  python3 - "$OUT" "$name" "$LOADAVG_START" "$LOADAVG_END" <<'PY'
 import json, sys
 out, name, la0, la1 = sys.argv[1:]
 res = json.loads(open(f"{out}/{name}.json").read().strip().splitlines()[-1])
