@@ -8,6 +8,8 @@
 
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 
+use crate::out_ptr::OutPtr;
+
 #[derive(Debug, Clone, Copy)]
 pub struct ConvParams {
     pub stride: usize,
@@ -53,11 +55,6 @@ fn same_dtype(x: &Tensor, w: &Tensor) -> Result<()> {
     Ok(())
 }
 
-struct SendPtr(*mut f32);
-// SAFETY: hands disjoint rows of one output buffer to the pool's threads.
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
-
 /// Runs `f(row, out_row)` for each of `rows` output rows of length `len`, in parallel when big.
 fn for_rows(out: &mut [f32], rows: usize, len: usize, work: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     if work < (1 << 16) || rows < 2 {
@@ -66,7 +63,7 @@ fn for_rows(out: &mut [f32], rows: usize, len: usize, work: usize, f: impl Fn(us
         }
         return;
     }
-    let p = SendPtr(out.as_mut_ptr());
+    let p = OutPtr(out.as_mut_ptr());
     candle_core::utils::barrier_pool().execute_chunked(rows, |range| {
         let p = &p;
         for r in range {
@@ -170,7 +167,7 @@ fn dense_conv1d_f32(
     let threads = pool.n_workers() + 1;
     let block = if tiles >= threads { cout } else { cout.div_ceil(threads.div_ceil(tiles)) };
     let splits = cout.div_ceil(block);
-    let dst = SendPtr(out.as_mut_ptr());
+    let dst = OutPtr(out.as_mut_ptr());
     let run = |items: std::ops::Range<usize>| {
         let dst = &dst;
         let mut cols = vec![0f32; rows * tile];

@@ -8,6 +8,8 @@
 use candle_core::{CpuStorage, DType as C, Result, Shape, Storage, Tensor};
 use infer_core::{BinaryOp, CmpOp, UnaryOp};
 
+use crate::out_ptr::OutPtr;
+
 pub fn is_float(d: C) -> bool {
     matches!(d, C::F32 | C::F16 | C::BF16 | C::F64)
 }
@@ -213,11 +215,6 @@ fn map_f32(x: &Tensor, act: Act) -> Result<Option<Tensor>> {
     };
     Ok(Some(Tensor::from_vec(out, x.shape(), x.device())?))
 }
-
-struct OutPtr(*mut f32);
-// SAFETY: hands disjoint ranges of one buffer to the pool's threads.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
 
 /// `act` of `src` into `dst` (same length), AVX2 where the CPU has it. The AVX2 and portable
 /// builds run the same operations (no fused multiply-adds), so they agree bit for bit.

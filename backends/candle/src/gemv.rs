@@ -9,6 +9,7 @@
 //! AVX-512 BF16 (`vdpbf16ps`, bf16 pairs multiplied into f32 lanes without widening) where the
 //! CPU has that ([`bf16_kernel`]).
 
+use crate::out_ptr::OutPtr;
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
@@ -74,11 +75,6 @@ pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Optio
 trait Row: Copy + Send + Sync {
     fn dot(row: &[Self], x: &[f32], fma: bool) -> f32;
 }
-
-struct OutPtr(*mut f32);
-// SAFETY: hands disjoint output columns to the pool's threads.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
 
 /// `out (m, n) = xs (m, k) @ wᵀ`, one `dot` per output element, weight rows split across threads.
 fn run<T: Sync, X: Sync>(

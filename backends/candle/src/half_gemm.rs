@@ -14,6 +14,8 @@ use std::cell::RefCell;
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
+use crate::out_ptr::OutPtr;
+
 use crate::gemv::{self, Bf16Kernel};
 
 /// A panel's widened f32 bytes: about half of a 2 MiB L2, so the panel and gemm's packed
@@ -127,18 +129,6 @@ unsafe fn widen_bf16_avx2(src: &[bf16], dst: &mut [f32]) {
     widen_bf16_body(src, dst)
 }
 
-struct OutPtr(*mut f32);
-// SAFETY: hands disjoint output columns to the pool's threads.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// A method, so closures capture the whole (Sync) wrapper rather than its pointer field.
-    fn at(&self, offset: usize) -> *mut f32 {
-        self.0.wrapping_add(offset)
-    }
-}
-
 /// `out (m, n) = xs (m, k) @ wᵀ`, w (n, k) widened `rows` weight rows (output columns) at a time.
 pub fn product<T: Half>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, rows: usize, out: &mut [f32]) {
     assert!(w.len() >= n * k && xs.len() >= m * k && out.len() >= m * n && rows > 0);
@@ -198,7 +188,7 @@ pub mod tiles {
 
     use half::bf16;
 
-    use super::OutPtr;
+    use crate::out_ptr::OutPtr;
 
     /// Weight rows per tile.
     const NR: usize = 8;

@@ -19,6 +19,7 @@ pub mod half_gemm;
 pub mod linear;
 pub mod norm;
 pub mod ops;
+mod out_ptr;
 pub mod quant;
 pub mod reduce;
 pub mod shape_ops;
