@@ -135,6 +135,8 @@ def run_infer(args) -> dict:
             cmd = [args.infer, "speak", "-m", args.checkpoint, "--dtype", args.dtype, "--text", args.text,
                    "--language", "english", "--temperature", "0", "--max-frames", str(args.frames),
                    "--out", f"{tmp}/out.wav"]
+            if args.quant:
+                cmd += ["--quant", args.quant]
             if args.codes_out and i == args.runs - 1:
                 cmd += ["--dump-codes", args.codes_out]
             t0 = time.perf_counter()
@@ -158,7 +160,8 @@ def run_infer(args) -> dict:
                 "code_predictor_s": field(gen, "code_predictor_s"), "decode_s": field(dec, "decode_s"),
             })
     version = subprocess.run([args.infer, "--version"], capture_output=True, text=True).stdout.strip()
-    out = {"impl": "infer", "versions": version, "threads": args.threads, "dtype": args.dtype, "runs": runs}
+    out = {"impl": "infer", "versions": version, "threads": args.threads, "dtype": args.dtype,
+           "quant": args.quant, "runs": runs}
     for k in ["frames", "audio_s", "synth_s", "first_audio_s", "load_s", "prefill_s", "talker_steps_s",
               "code_predictor_s", "decode_s"]:
         vals = [r[k] for r in runs if r[k] is not None]
@@ -176,6 +179,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    ap.add_argument("--quant", help="infer only: quantize the talker and code predictor at load (q8_0, q4_k)")
     ap.add_argument("--text", default=TEXT)
     ap.add_argument("--codes-out", help="write the last run's codes here (TSV, a frame a row)")
     args = ap.parse_args()
