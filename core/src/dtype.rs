@@ -83,6 +83,19 @@ impl DType {
         }
     }
 
+    /// The block formats a user may ask float linear weights to be quantized to at load.
+    pub const LINEAR_QUANTS: [DType; 2] = [DType::Q8_0, DType::Q4K];
+
+    /// A name of [`DType::LINEAR_QUANTS`] (`q8_0`, `q4_k`, case-insensitive), else an error
+    /// listing them.
+    pub fn parse_linear_quant(s: &str) -> crate::Result<DType> {
+        let want = s.to_ascii_lowercase();
+        Self::LINEAR_QUANTS.into_iter().find(|d| d.name() == want).ok_or_else(|| {
+            let known: Vec<&str> = Self::LINEAR_QUANTS.iter().map(|d| d.name()).collect();
+            crate::Error::invalid(format!("unknown quantization `{s}` (supported: {})", known.join(", ")))
+        })
+    }
+
     /// The float dtypes a user may ask weights to be computed in.
     pub fn parse_float(s: &str) -> Option<DType> {
         match s.to_ascii_lowercase().as_str() {

@@ -91,7 +91,9 @@ pub enum Op<'a> {
     Clamp { min: f64, max: f64 },
     /// [cond(u8), on_true, on_false] -> select, broadcasting.
     Where,
-    /// [x] -> x as dtype (float <-> float, ints <-> floats).
+    /// [x] -> x as dtype (float <-> float, ints <-> floats). A float matrix (out, in) to a GGML
+    /// block dtype quantizes it for `Linear` (`in` a multiple of the block); a backend without
+    /// kernels for that format (`supports_dtype` false) answers unsupported.
     ToDType(DType),
     /// [x] -> same data, new shape (row-major).
     Reshape(RSlice<'a, usize>),

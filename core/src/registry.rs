@@ -324,7 +324,9 @@ impl Registry {
         let entry = self.model_plugin(ModelKind::Text, &ckpt.model_type)?;
         let tokenizer = ckpt.tokenizer()?;
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
-        let options = ModelLoadOptions { dtype: cfg.dtype.unwrap_or(DType::F32), context_len: cfg.context_len };
+        let options = load_options(cfg);
+        // The text models load GGUF files already quantized; none quantizes at load yet.
+        options.refuse_quant(&ckpt.model_type)?;
         let path_str = ckpt.path.to_string_lossy();
         let lm = lift((entry.plugin.load_text)(path_str.as_ref().into(), &backend, &options))?;
         let add_bos = tokenizer.adds_bos();
@@ -346,11 +348,15 @@ impl Registry {
         let ckpt = CheckpointInfo::inspect(path)?;
         let entry = self.model_plugin(ModelKind::SpeechSynthesis, &ckpt.model_type)?;
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
-        let options = ModelLoadOptions { dtype: cfg.dtype.unwrap_or(DType::F32), context_len: cfg.context_len };
+        let options = load_options(cfg);
         let path_str = ckpt.path.to_string_lossy();
         let model = lift((entry.plugin.load_speech)(path_str.as_ref().into(), &backend, &options))?;
         Ok(Box::new(HostSpeech(model)))
     }
+}
+
+fn load_options(cfg: &LoadConfig) -> ModelLoadOptions {
+    ModelLoadOptions { dtype: cfg.dtype.unwrap_or(DType::F32), context_len: cfg.context_len, quant: cfg.quant.into() }
 }
 
 /// The template `chat` should use instead of the tokenizer's: the caller's file, else (when the
@@ -403,7 +409,8 @@ impl Registry {
         let ckpt = CheckpointInfo::inspect(path)?;
         let entry = self.model_plugin(ModelKind::SpeechRecognition, &ckpt.model_type)?;
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
-        let options = ModelLoadOptions { dtype: cfg.dtype.unwrap_or(DType::F32), context_len: cfg.context_len };
+        let options = load_options(cfg);
+        options.refuse_quant(&ckpt.model_type)?;
         let path_str = ckpt.path.to_string_lossy();
         let model = lift((entry.plugin.load_recognizer)(path_str.as_ref().into(), &backend, &options))?;
         Ok(Box::new(HostRecognizer(model)))

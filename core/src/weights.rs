@@ -83,6 +83,8 @@ pub struct Weights {
     store: Arc<Store>,
     backend: Backend,
     dtype: DType,
+    /// Block format float linear weights are quantized to at load ([`Weights::get_linear`]).
+    linear_quant: Option<DType>,
     prefix: String,
     name_map: Option<NameMap>,
 }
@@ -113,7 +115,14 @@ impl Weights {
             index_file(&path, &mmap, idx, &mut store.entries)?;
             store.files.push((path, Backing::Mmap(mmap)));
         }
-        Ok(Weights { store: Arc::new(store), backend: backend.clone(), dtype, prefix: String::new(), name_map: None })
+        Ok(Weights {
+            store: Arc::new(store),
+            backend: backend.clone(),
+            dtype,
+            linear_quant: None,
+            prefix: String::new(),
+            name_map: None,
+        })
     }
 
     /// The tensors of a GGUF file. Quantized tensors stay in their block format where the
@@ -134,6 +143,7 @@ impl Weights {
             store: Arc::new(store),
             backend: backend.clone(),
             dtype,
+            linear_quant: None,
             prefix: String::new(),
             name_map: Some(name_map),
         })
@@ -163,6 +173,39 @@ impl Weights {
     /// The same weights with float tensors converted to `dtype` instead.
     pub fn with_dtype(&self, dtype: DType) -> Self {
         Weights { dtype, ..self.clone() }
+    }
+
+    /// The same weights with float linear weights quantized to the block format `quant` at load
+    /// (`None`: kept in the compute dtype). An error when the backend has no kernels for it.
+    pub fn with_linear_quant(&self, quant: Option<DType>) -> Result<Self> {
+        if let Some(q) = quant {
+            if !q.is_quantized() {
+                return Err(Error::invalid(format!("{q} is not a quantized format")));
+            }
+            if !self.backend.supports_dtype(q) {
+                return Err(Error::unsupported(format!(
+                    "the {} backend cannot run {q} weights (quantizing at load needs a backend with GGML kernels, such as candle)",
+                    self.backend.name()
+                )));
+            }
+        }
+        Ok(Weights { linear_quant: quant, ..self.clone() })
+    }
+
+    /// The block format linear weights are quantized to, if any.
+    pub fn linear_quant(&self) -> Option<DType> {
+        self.linear_quant
+    }
+
+    /// The weight (out, in) of a linear layer: like [`Weights::get_shaped`], quantized to
+    /// [`Weights::linear_quant`] when one is set, the stored tensor is float and `in` is a whole
+    /// number of blocks (other matrices stay in the compute dtype, as llama.cpp keeps them).
+    pub fn get_linear(&self, name: &str, out_dim: usize, in_dim: usize) -> Result<Tensor> {
+        let t = self.get_shaped(name, &[out_dim, in_dim])?;
+        match self.linear_quant {
+            Some(q) if t.dtype().is_float() && in_dim.is_multiple_of(q.block().0) => t.to_dtype(q),
+            _ => Ok(t),
+        }
     }
 
     /// The dtype `name` is stored in, if the checkpoint has it.

@@ -14,6 +14,6 @@ fuzz_target!(|data: &[u8]| {
     let dir = infer_fuzz::checkpoint_dir(name, &parts, replaced);
     std::fs::write(dir.join(replaced), config).expect("scratch config");
     let backend = infer_backend_candle::CandleBackend::backend().expect("candle CPU backend");
-    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0 };
+    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0, ..Default::default() };
     let _ = infer_qwen3_tts::Qwen3Tts::load(&dir, &backend, &opts);
 });

@@ -15,6 +15,6 @@ fuzz_target!(|data: &[u8]| {
     let dir = infer_fuzz::checkpoint_dir(name, &[(fixture, "")], replaced);
     std::fs::write(dir.join(replaced), config).expect("scratch config");
     let backend = infer_backend_candle::CandleBackend::backend().expect("candle CPU backend");
-    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0 };
+    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0, ..Default::default() };
     let _ = infer_voxtral_realtime::VoxtralRealtime::load(&dir, &backend, &opts);
 });

@@ -10,6 +10,6 @@ fuzz_target!(|data: &[u8]| {
     std::fs::write(dir.join("params.json"), data).expect("scratch params");
     let _ = infer_voxtral_tts::config::VoxtralTtsConfig::from_json(&String::from_utf8_lossy(data));
     let backend = infer_backend_candle::CandleBackend::backend().expect("candle CPU backend");
-    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0 };
+    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0, ..Default::default() };
     let _ = infer_voxtral_tts::VoxtralTts::load(&dir, &backend, &opts);
 });

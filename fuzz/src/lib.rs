@@ -71,7 +71,7 @@ pub fn load_and_run_llm(path: &Path) {
 
     let Ok(info) = infer_core::checkpoint_info::CheckpointInfo::inspect(path) else { return };
     let backend = infer_backend_candle::CandleBackend::backend().expect("candle CPU backend");
-    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0 };
+    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0, ..Default::default() };
     let model = match info.model_type.as_str() {
         "qwen3" => infer_llm::qwen3::load(path, &backend, &opts),
         "qwen2" => infer_llm::qwen2::load(path, &backend, &opts),

@@ -176,7 +176,7 @@ fn a_panic_inside_the_pickle_reader_is_an_unreadable_voice() {
 
 fn load_err(dir: &Path, arch: &str) -> String {
     let backend = infer_backend_candle::CandleBackend::backend().unwrap();
-    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0 };
+    let opts = ModelLoadOptions { dtype: DType::F32, context_len: 0, ..Default::default() };
     let loaded = match arch {
         "gemma3" => infer_llm::gemma3::load(dir, &backend, &opts),
         _ => infer_llm::llama::load(dir, &backend, &opts),

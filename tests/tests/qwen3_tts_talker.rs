@@ -55,7 +55,7 @@ fn check_model(case_dir: &str) {
     for setup in Setup::all() {
         let registry = setup.registry().unwrap();
         let backend = registry.backend(Some(setup.backend()), None).unwrap();
-        let generator = CodeGenerator::load(&dir, &backend, DType::F32).unwrap();
+        let generator = CodeGenerator::load(&dir, &backend, DType::F32, None).unwrap();
         for case in &goldens.cases {
             let ids = generator.text_ids(&case.text).unwrap();
             assert_eq!(ids, case.text_ids, "{case_dir}/{}: tokenization", case.name);

@@ -69,8 +69,12 @@ fn options(delay_ms: u32) -> RecognitionOptions {
 fn load_direct(setup: Setup, layout: &str) -> VoxtralRealtime {
     let registry = setup.registry().unwrap();
     let backend = registry.backend(Some(setup.backend()), None).unwrap();
-    VoxtralRealtime::load(&root().join(layout), &backend, &ModelLoadOptions { dtype: DType::F32, context_len: 0 })
-        .unwrap_or_else(|e| panic!("{layout}: {e}"))
+    VoxtralRealtime::load(
+        &root().join(layout),
+        &backend,
+        &ModelLoadOptions { dtype: DType::F32, context_len: 0, ..Default::default() },
+    )
+    .unwrap_or_else(|e| panic!("{layout}: {e}"))
 }
 
 /// Runs a traced session over `audio` fed in `chunk`-sample pieces (0: all at once).

@@ -85,7 +85,7 @@ const FIXTURES: [&str; 2] = ["voxtral-tts/small", "voxtral-tts/bf16"];
 fn load(dir: &Path, setup: Setup) -> VoxtralTts {
     let registry = setup.registry().unwrap();
     let backend = registry.backend(Some(setup.backend()), None).unwrap();
-    VoxtralTts::load(dir, &backend, &ModelLoadOptions { dtype: DType::F32, context_len: 0 })
+    VoxtralTts::load(dir, &backend, &ModelLoadOptions { dtype: DType::F32, context_len: 0, ..Default::default() })
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
 }
 

@@ -140,6 +140,8 @@ def run_infer(args) -> dict:
                    "--out", f"{tmp}/out.wav"]
             if args.stream_frames > 0:
                 cmd += ["--stream", "--stream-frames", str(args.stream_frames)]
+            if args.quant:
+                cmd += ["--quant", args.quant]
             if args.codes_out and i == args.runs - 1:
                 cmd += ["--dump-codes", args.codes_out]
             t0 = time.perf_counter()
@@ -168,7 +170,7 @@ def run_infer(args) -> dict:
             })
     version = subprocess.run([args.infer, "--version"], capture_output=True, text=True).stdout.strip()
     out = {"impl": "infer", "versions": version, "threads": args.threads, "dtype": args.dtype,
-           "stream_frames": args.stream_frames, "runs": runs}
+           "stream_frames": args.stream_frames, "quant": args.quant, "runs": runs}
     for k in ["frames", "audio_s", "synth_s", "first_audio_s", "load_s", "prefill_s", "talker_steps_s",
               "code_predictor_s", "decode_s", "first_prefill_s", "first_predictor_s", "first_decode_s"]:
         vals = [r[k] for r in runs if r[k] is not None]
@@ -186,6 +188,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    ap.add_argument("--quant", help="infer only: quantize the talker and code predictor at load (q8_0, q4_k)")
     ap.add_argument("--text", default=TEXT)
     ap.add_argument("--stream-frames", type=int, default=0,
                     help="infer only: stream, a chunk every N frames (0: write at the end)")

@@ -20,9 +20,13 @@ pub fn exec(op: Op<'_>, inputs: &[&TensorObj]) -> Result<TensorObj> {
     let name = op.name();
     let ts = inputs.iter().map(|o| downcast(o, name)).collect::<Result<Vec<&CandleTensor>>>()?;
     op.check_arity(ts.len(), || describe(&ts))?;
-    run(op, &ts)
-        .and_then(CandleTensor::wrap)
-        .map_err(|e| Error::backend(format!("{name} {}: {}", describe(&ts), crate::error::message(&e))))
+    let out = match op {
+        Op::ToDType(to) if to.is_quantized() => {
+            ts[0].dense(name).and_then(|t| quant::quantize(t, to)).map(|q| CandleTensor::Quant(q).into_obj())
+        }
+        _ => run(op, &ts).and_then(CandleTensor::wrap),
+    };
+    out.map_err(|e| Error::backend(format!("{name} {}: {}", describe(&ts), crate::error::message(&e))))
 }
 
 fn describe(ts: &[&CandleTensor]) -> String {
@@ -84,10 +88,10 @@ fn run(op: Op<'_>, ts: &[&CandleTensor]) -> candle_core::Result<Tensor> {
 }
 
 /// Casts between dense dtypes; a quantized tensor dequantizes (to f32, then to the target).
+/// (Quantizing is [`quant::quantize`], dispatched in [`exec`].)
 fn to_dtype(x: &CandleTensor, to: infer_core::DType) -> candle_core::Result<Tensor> {
-    let target: C = convert::to_candle_dtype(to).ok_or_else(|| {
-        candle_core::Error::Msg(format!("cannot convert to the quantized dtype {to}; quantize at load"))
-    })?;
+    let target: C =
+        convert::to_candle_dtype(to).ok_or_else(|| candle_core::Error::Msg(format!("{to} is not a dense dtype")))?;
     match x {
         CandleTensor::Dense(t) => ew::to_dtype(t, target),
         CandleTensor::Quant(q) => ew::to_dtype(&quant::dequantize(q)?, target),

@@ -76,6 +76,23 @@ pub fn from_shared(owner: SharedBytes, start: usize, end: usize, dtype: DType, s
     from_bytes(&owner.bytes().as_slice()[start..end], dtype, shape)
 }
 
+/// Quantizes a float matrix (out, in) to the GGML block format `dtype` with candle's quantizer
+/// (round to nearest, as llama.cpp's reference quantization); formats with native kernels then
+/// run on those ([`from_bytes`]).
+pub fn quantize(t: &Tensor, dtype: DType) -> candle_core::Result<QuantTensor> {
+    let Some(g) = to_ggml(dtype) else { candle_core::bail!("{dtype} is not a GGML block format") };
+    if !t.dtype().is_float() {
+        candle_core::bail!("only float tensors can be quantized, got {:?}", t.dtype());
+    }
+    let (per_block, _) = dtype.block();
+    match *t.dims() {
+        [_, k] if k % per_block == 0 => {}
+        ref d => candle_core::bail!("{dtype} needs a matrix whose rows are whole blocks of {per_block}, got {d:?}"),
+    }
+    let q = QTensor::quantize(t, g)?;
+    from_bytes(&q.data()?, dtype, t.dims()).map_err(|e| candle_core::Error::Msg(e.to_string()))
+}
+
 /// The raw GGML blocks (the inverse of [`from_bytes`]).
 pub fn to_bytes(q: &QuantTensor) -> candle_core::Result<Vec<u8>> {
     match &q.repr {

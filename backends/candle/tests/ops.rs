@@ -709,6 +709,32 @@ fn quantized_linear_embedding_and_dequantize() {
     assert!(Tensor::from_bytes(&b, &[0u8; 34], DType::Q8_0, &[2, 16]).is_err());
 }
 
+#[test]
+fn to_dtype_quantizes_float_matrices() {
+    use candle_core::quantized::GgmlDType;
+    let b = be();
+    let (n, k) = (4, 256);
+    let vw = rand_vec(n * k, 41);
+    for (dt, g) in [(DType::Q8_0, GgmlDType::Q8_0), (DType::Q4K, GgmlDType::Q4K)] {
+        // From f32 and from bf16 (widened first, as candle's quantizer does): candle's blocks.
+        let w32 = t(&b, &vw, &[n, k]);
+        let q = w32.to_dtype(dt).unwrap();
+        assert_eq!((q.dtype(), q.dims()), (dt, &[n, k][..]));
+        assert_eq!(q.to_bytes().unwrap(), quantize(&vw, &[n, k], g), "{dt}: candle's quantizer's blocks");
+        let wb = w32.to_dtype(DType::BF16).unwrap();
+        let vb = wb.to_vec_f32().unwrap();
+        assert_eq!(wb.to_dtype(dt).unwrap().to_bytes().unwrap(), quantize(&vb, &[n, k], g), "{dt} from bf16");
+        // and it runs as a linear weight
+        let x = t(&b, &vw[..k], &[1, 1, k]);
+        assert_eq!(x.linear(&q, None).unwrap().dims(), &[1, 1, n]);
+    }
+    // rows that are not whole blocks, non-matrices, integers: one clear error each
+    let e = t(&b, &vw[..4 * 48], &[4, 48]).to_dtype(DType::Q8_0).unwrap_err().to_string();
+    assert!(e.contains("whole blocks of 32"), "{e}");
+    assert!(t(&b, &vw[..64], &[64]).to_dtype(DType::Q8_0).is_err());
+    assert!(tu(&b, &[0; 32], &[1, 32]).to_dtype(DType::Q8_0).unwrap_err().to_string().contains("float"));
+}
+
 // ---- norms & rope --------------------------------------------------------------------------
 
 #[test]

@@ -8,7 +8,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use infer_core::audio::{CodebookSampling, InjectedNoise, SpeechOptions, SpeechSynthesizer, Voice};
 use infer_core::audio_io::{create_writer, read_audio, AudioFormat};
-use infer_core::{CancelToken, Registry};
+use infer_core::{CancelToken, DType, Registry};
 
 use super::shared::ModelArgs;
 
@@ -16,6 +16,10 @@ use super::shared::ModelArgs;
 pub struct SpeakArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Quantize the talker's and code predictor's linear weights at load: q8_0 (8 bits, half
+    /// the bytes of bf16) or q4_k. The codec keeps f32. Needs a backend with GGML kernels (candle).
+    #[arg(long)]
+    pub quant: Option<String>,
     /// What to say.
     #[arg(long)]
     pub text: String,
@@ -74,7 +78,8 @@ pub struct SpeakArgs {
 }
 
 pub fn run(registry: &Registry, args: SpeakArgs) -> Result<()> {
-    let tts = super::voice::load_tts(registry, &args.model)?;
+    let quant = args.quant.as_deref().map(DType::parse_linear_quant).transpose().context("--quant")?;
+    let tts = super::voice::load_tts(registry, &args.model, quant)?;
     let format = match &args.format {
         Some(f) => AudioFormat::from_name(f)?,
         None => AudioFormat::from_path(&args.out)?,

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use infer_core::audio::SpeechSynthesizer;
 use infer_core::audio_io::read_audio;
-use infer_core::Registry;
+use infer_core::{DType, LoadConfig, Registry};
 
 use super::shared::ModelArgs;
 
@@ -25,16 +25,18 @@ pub struct VoiceArgs {
     pub ref_text: Option<String>,
 }
 
-/// Loads the speech model named by `--model` (there is no default speech model).
-pub fn load_tts(registry: &Registry, args: &ModelArgs) -> Result<Box<dyn SpeechSynthesizer>> {
+/// Loads the speech model named by `--model` (there is no default speech model), its linear
+/// weights quantized to `quant` when given.
+pub fn load_tts(registry: &Registry, args: &ModelArgs, quant: Option<DType>) -> Result<Box<dyn SpeechSynthesizer>> {
     let Some(path) = &args.model else {
         bail!("--model is required: a Qwen3-TTS checkpoint folder (config.json, model.safetensors, vocab.json, ...) or a Voxtral TTS one (params.json, consolidated.safetensors, tekken.json, voice_embedding/)");
     };
-    registry.load_speech_model(path, &args.load_config()?).with_context(|| format!("loading {}", path.display()))
+    let cfg = LoadConfig { quant, ..args.load_config()? };
+    registry.load_speech_model(path, &cfg).with_context(|| format!("loading {}", path.display()))
 }
 
 pub fn run(registry: &Registry, args: VoiceArgs) -> Result<()> {
-    let tts = load_tts(registry, &args.model)?;
+    let tts = load_tts(registry, &args.model, None)?;
     match (&args.name, &args.ref_audio) {
         (Some(name), Some(path)) => {
             let audio = read_audio(path)?.audio;

@@ -12,7 +12,7 @@ pub mod library;
 use std::path::Path;
 
 use abi_stable::{
-    std_types::{RResult, RSlice, RStr},
+    std_types::{ROption, RResult, RSlice, RStr},
     StableAbi,
 };
 
@@ -30,6 +30,30 @@ pub struct ModelLoadOptions {
     pub dtype: DType,
     /// Bound on cached positions (0 = unbounded).
     pub context_len: usize,
+    /// Block format (q8_0, q4_k) the model quantizes its large float linear weights to at load;
+    /// a model that cannot says so ([`ModelLoadOptions::refuse_quant`]).
+    pub quant: ROption<DType>,
+}
+
+impl Default for ModelLoadOptions {
+    fn default() -> Self {
+        ModelLoadOptions { dtype: DType::F32, context_len: 0, quant: ROption::RNone }
+    }
+}
+
+impl ModelLoadOptions {
+    /// The quantization asked for, if any.
+    pub fn quant(&self) -> Option<DType> {
+        self.quant.into_option()
+    }
+
+    /// An error when a quantization was asked of `model`, which does not quantize at load.
+    pub fn refuse_quant(&self, model: &str) -> crate::Result<()> {
+        match self.quant() {
+            Some(q) => Err(Error::unsupported(format!("{model} does not quantize weights at load (asked for {q})"))),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A backend plugin: creates backend instances on a device (`cpu`, `cuda:0`, ...).

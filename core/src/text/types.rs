@@ -103,6 +103,11 @@ pub struct LoadConfig {
     /// values at that precision); `None` keeps the compute dtype.
     #[serde(skip)]
     pub kv_dtype: Option<DType>,
+    /// Quantize the model's large float linear weights to this block format at load (q8_0,
+    /// q4_k: [`DType::parse_linear_quant`]); `None` keeps them in the compute dtype. Models
+    /// that cannot quantize at load refuse it.
+    #[serde(skip)]
+    pub quant: Option<DType>,
     /// Concurrent generation slots (reserved for servers).
     pub parallel_slots: usize,
     /// LoRA adapter directory (not implemented yet; loading one is an error).

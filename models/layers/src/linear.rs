@@ -9,14 +9,20 @@ pub struct Linear {
 }
 
 impl Linear {
+    /// Loads `weight` (quantized when `w` asks for it: [`Weights::get_linear`]) and `bias`.
     pub fn load(w: &Weights, out_dim: usize, in_dim: usize, bias: bool) -> Result<Self> {
-        let weight = w.get_shaped("weight", &[out_dim, in_dim])?;
+        let weight = w.get_linear("weight", out_dim, in_dim)?;
         let bias = if bias { Some(w.get_shaped("bias", &[out_dim])?) } else { None };
         Ok(Linear { weight, bias })
     }
 
     pub fn from_weight(weight: Tensor) -> Self {
         Linear { weight, bias: None }
+    }
+
+    /// The weight's dtype (a block format when quantized).
+    pub fn weight_dtype(&self) -> infer_core::DType {
+        self.weight.dtype()
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {

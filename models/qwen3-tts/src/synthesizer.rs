@@ -36,7 +36,7 @@ impl Qwen3Tts {
     pub fn load(dir: &Path, backend: &Backend, options: &ModelLoadOptions) -> Result<Self> {
         let dtype = options.dtype;
         let t0 = Instant::now();
-        let generator = CodeGenerator::load(dir, backend, dtype)?;
+        let generator = CodeGenerator::load(dir, backend, dtype, options.quant())?;
         let t1 = Instant::now();
         // The codec's convolutions are quality-sensitive and cheap next to the talker: keep them f32.
         let codec = Codec12Hz::load_for_model(dir, backend, infer_core::DType::F32)?;

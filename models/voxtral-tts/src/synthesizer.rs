@@ -42,6 +42,7 @@ impl VoxtralTts {
     /// Loads a Voxtral-4B-TTS folder: params.json, consolidated.safetensors, tekken.json,
     /// voice_embedding/.
     pub fn load(dir: &Path, backend: &Backend, options: &ModelLoadOptions) -> Result<Self> {
+        options.refuse_quant("Voxtral TTS")?;
         let cfg = VoxtralTtsConfig::from_dir(dir)?;
         let tokenizer = Tekken::from_file(&dir.join("tekken.json"))?;
         let tokens = PromptTokens::from_tekken(&tokenizer)?;
