@@ -51,6 +51,10 @@ pub struct SpeechOptions {
     pub max_frames: usize,
     /// Decode and deliver audio every this many frames while generating (0: once, at the end).
     pub stream_frames: usize,
+    /// When streaming, deliver the first chunk after this many frames instead (0: after
+    /// `stream_frames`): the first audio then waits for one frame's work while later chunks stay
+    /// large enough to decode efficiently.
+    pub first_chunk_frames: usize,
     /// Recorded noise to use instead of the random generator, for models that draw noise per
     /// frame (Voxtral TTS's flow matching): reproduces a reference run that recorded its draws.
     pub injected_noise: Option<InjectedNoise>,
@@ -99,6 +103,18 @@ pub struct CodebookSampling {
     pub top_p: f32,
 }
 
+impl SpeechOptions {
+    /// Whether `pending` generated-but-undelivered frames make a streamed chunk due, `delivered`
+    /// chunks having gone out already.
+    pub fn chunk_due(&self, pending: usize, delivered: usize) -> bool {
+        let size = match (delivered, self.first_chunk_frames) {
+            (0, first) if first > 0 => first,
+            _ => self.stream_frames,
+        };
+        self.stream_frames > 0 && pending >= size
+    }
+}
+
 impl Default for SpeechOptions {
     fn default() -> Self {
         SpeechOptions {
@@ -112,6 +128,7 @@ impl Default for SpeechOptions {
             seed: None,
             max_frames: 4096,
             stream_frames: 0,
+            first_chunk_frames: 0,
             injected_noise: None,
         }
     }

@@ -51,6 +51,7 @@ pub struct SpeechRequest<'a> {
     pub seed: ROption<u64>,
     pub max_frames: u64,
     pub stream_frames: u64,
+    pub first_chunk_frames: u64,
     /// [`SpeechOptions::injected_noise`]: row-major values, `noise_width` per row (0: none).
     pub noise: RSlice<'a, f32>,
     pub noise_width: u64,
@@ -215,6 +216,7 @@ fn options_from_request(r: &SpeechRequest<'_>) -> SpeechOptions {
         seed: r.seed.into_option(),
         max_frames: r.max_frames as usize,
         stream_frames: r.stream_frames as usize,
+        first_chunk_frames: r.first_chunk_frames as usize,
         injected_noise: (r.noise_width > 0)
             .then(|| InjectedNoise { values: r.noise.to_vec(), width: r.noise_width as usize }),
     }
@@ -297,6 +299,7 @@ impl SpeechSynthesizer for HostSpeech {
             seed: options.seed.into(),
             max_frames: options.max_frames as u64,
             stream_frames: options.stream_frames as u64,
+            first_chunk_frames: options.first_chunk_frames as u64,
             noise: options.injected_noise.as_ref().map_or(&[][..], |n| n.values.as_slice()).into(),
             noise_width: options.injected_noise.as_ref().map_or(0, |n| n.width as u64),
         };

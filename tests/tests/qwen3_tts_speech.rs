@@ -109,15 +109,25 @@ fn streamed_audio_equals_whole_utterance() {
     let text = "Numbers like 42 are read aloud.";
     let (frames, whole, chunks) = speak(tts.as_ref(), text, &greedy(Voice::Default, "english"));
     assert_eq!(chunks, 1);
-    for every in [1, 3, 7] {
-        let options = SpeechOptions { stream_frames: every, ..greedy(Voice::Default, "english") };
+    // (every, first): chunks of `every` frames, the first after `first` (0: after `every`).
+    for (every, first) in [(1, 0), (3, 0), (7, 0), (7, 1)] {
+        let options =
+            SpeechOptions { stream_frames: every, first_chunk_frames: first, ..greedy(Voice::Default, "english") };
         let (f, streamed, chunks) = speak(tts.as_ref(), text, &options);
         assert_eq!(f, frames);
-        assert_eq!(chunks, frames.len().div_ceil(every), "chunks of {every} frames");
+        assert_eq!(chunks, expected_chunks(frames.len(), every, first), "chunks of {every} frames, first {first}");
         // The codec carries its causal state across chunks: only float summation order differs
         // (measured up to 1.1e-5 on samples in [-1, 1]; the codec's own streaming bound is 5e-5).
         let d = max_abs_diff(&streamed, &whole);
         assert!(d <= 5e-5, "stream every {every} frames: max |diff| {d}");
+    }
+}
+
+/// Chunks a streamed synthesis of `frames` frames delivers (`SpeechOptions::chunk_due`).
+fn expected_chunks(frames: usize, every: usize, first: usize) -> usize {
+    match first {
+        0 => frames.div_ceil(every),
+        first => 1 + frames.saturating_sub(first).div_ceil(every),
     }
 }
 

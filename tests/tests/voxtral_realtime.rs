@@ -14,6 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
+use abi_stable::std_types::ROption;
 use infer_core::audio::{Audio, RecognitionOptions, RecognitionSession};
 use infer_core::audio_io::read_audio;
 use infer_core::{DType, LoadConfig, ModelLoadOptions, Registry};
@@ -267,3 +268,42 @@ fn broken_checkpoints_are_named() {
     std::fs::write(d.join("tekken.json"), tk.to_string()).unwrap();
     assert!(load_err(&d).contains("no `audio` section"), "{}", load_err(&d));
 }
+
+/// `--quant q8_0`: the text decoder's linears in Q8_0 (the encoder keeps f32). The greedy
+/// transcript and the logits of every step whose input agrees stay near transformers' f32
+/// figures (bounds from measurement below); a zero difference would mean nothing was quantized.
+#[test]
+fn q8_0_decoder_stays_close_to_f32() {
+    let g = goldens();
+    let audio = speech();
+    let backend = Registry::builtin().unwrap().backend(Some("candle"), None).unwrap();
+    let opts = ModelLoadOptions { quant: ROption::RSome(DType::Q8_0), ..Default::default() };
+    for layout in LAYOUTS {
+        let model = VoxtralRealtime::load(&root().join(layout), &backend, &opts).unwrap();
+        for case in &g.cases {
+            let at = format!("{layout}/{}", case.name);
+            let (s, tokens, _) = run(&model, case, &audio.samples, 0);
+            let t = s.trace().unwrap();
+            let encoder = golden_tensor(&format!("{}.encoder", case.name)).1;
+            assert_close(&format!("{at}: encoder (not quantized)"), &t.encoder, &encoder, 1e-3);
+            let agree = tokens.iter().zip(&case.greedy).take_while(|(a, b)| a == b).count();
+            // Step i's input is the same as transformers' while the tokens before it agree.
+            let (shape, logits) = golden_tensor(&format!("{}.logits", case.name));
+            let worst = (t.logits.iter().zip(logits.chunks_exact(shape[1])))
+                .take(agree + 1)
+                .map(|(ours, golden)| max_abs_diff(ours, golden))
+                .fold(0f32, f32::max);
+            eprintln!("{at}: q8_0 agrees on {agree} of {} tokens, logits within {worst}", case.greedy.len());
+            assert!(worst > 0.0, "{at}: q8_0 logits equal f32's: were the weights quantized?");
+            assert!(worst < Q8_LOGIT_TOL, "{at}: q8_0 logits differ by {worst}");
+            // The random fixture's logits have near ties that 8-bit weights flip; garbage weights
+            // would part at the first token.
+            assert!(agree >= Q8_MIN_AGREEING, "{at}: q8_0 agrees on only {agree} of {:?}", case.greedy);
+        }
+    }
+}
+
+/// Measured on the fixture (candle, x86 AVX-512): logits within 0.25-0.41 while the input agrees,
+/// 8-12 of 52 greedy tokens agreeing; the bounds leave room for other CPUs' kernels.
+const Q8_LOGIT_TOL: f32 = 0.8;
+const Q8_MIN_AGREEING: usize = 4;

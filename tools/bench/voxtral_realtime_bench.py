@@ -267,13 +267,15 @@ def run_all(a):
     ref = measure("transformers", [str(a.python), __file__, "ref", str(a.checkpoint), "--audio", str(wav),
                                    "--threads", str(a.threads)], env, out_dir, max_rss)
     base = [str(a.infer), "transcribe", "--model", str(a.checkpoint), "--dtype", a.dtype, "--json"]
+    if a.quant:
+        base += ["--quant", a.quant]
     wait_idle(a.idle_max_wait_s)
     off = measure("infer-offline", base + [str(wav)], env, out_dir, max_rss)
     print(f"infer offline: {off['metrics']['wall_seconds']:.1f} s", file=sys.stderr)
     wait_idle(a.idle_max_wait_s)
     st = measure("infer-stream", base + ["--stream", "--fast", "--chunk-ms", "80", str(wav)], env, out_dir, max_rss)
     print(f"infer stream: {st['metrics']['wall_seconds']:.1f} s", file=sys.stderr)
-    results = {"audio_s": audio_s, "threads": a.threads, "dtype": a.dtype, "transformers": ref,
+    results = {"audio_s": audio_s, "threads": a.threads, "dtype": a.dtype, "quant": a.quant, "transformers": ref,
                "infer_offline": off, "infer_stream": st, "cpu": cpu_name(), "date": time.strftime("%FT%TZ", time.gmtime()),
                "commit": commit()}
     (out_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -317,7 +319,8 @@ def table(r: dict) -> str:
     gib = 2**30
     infer_step = om["decoder_seconds"] / max(1, om["tokens"])
     lines = [
-        f"{audio_s:.2f} s of audio, {r['threads']} threads, weights BF16, compute {r['dtype']} (both), greedy; "
+        f"{audio_s:.2f} s of audio, {r['threads']} threads, weights BF16, compute {r['dtype']} (both), greedy"
+        + (f", infer's decoder linears {r['quant']}" if r.get("quant") else "") + "; "
         f"{r['cpu']}, infer {r['commit']}, {r['date']}.",
         "",
         "| | transformers | infer | transformers / infer |",
@@ -374,6 +377,7 @@ def main():
     ap.add_argument("--python", type=Path, default=VENV_PY, help="the transformers venv's python")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", default="bf16", help="infer's compute dtype (transformers: bf16)")
+    ap.add_argument("--quant", help="infer only: the text decoder's linears quantized at load (q8_0, q4_k)")
     ap.add_argument("--audio-repeat", type=int, default=2)
     ap.add_argument("--max-rss-gb", type=float, default=20.0)
     ap.add_argument("--out", type=Path)

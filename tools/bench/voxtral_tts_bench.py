@@ -91,6 +91,8 @@ def run_infer(a) -> dict:
                    "--out", f"{tmp}/out.wav"]
             if a.stream_frames > 0:
                 cmd += ["--stream", "--stream-frames", str(a.stream_frames)]
+            if a.quant:
+                cmd += ["--quant", a.quant]
             t0 = time.perf_counter()
             p = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
             _, err = p.communicate()
@@ -109,6 +111,7 @@ def run_infer(a) -> dict:
     return {
         "impl": "infer",
         "dtype": a.dtype,
+        "quant": a.quant,
         "frames": a.frames,
         "synth_s": statistics.median(synth),
         "audio_s": statistics.median(audio),
@@ -133,6 +136,7 @@ def main():
     ap.add_argument("--dtype", default="f32", help="compute dtype: f32 (weights upcast) or bf16 (as stored)")
     ap.add_argument("--infer", default="infer")
     ap.add_argument("--stream-frames", type=int, default=0, help="infer only: stream, a chunk every N frames")
+    ap.add_argument("--quant", help="infer only: backbone and flow-matching linears quantized at load (q8_0, q4_k)")
     a = ap.parse_args()
     a.checkpoint = a.checkpoint.resolve()
     print(json.dumps(run_ref(a) if a.side == "ref" else run_infer(a)))

@@ -16,8 +16,9 @@ use super::shared::ModelArgs;
 pub struct SpeakArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Quantize the talker's and code predictor's linear weights at load: q8_0 (8 bits, half
-    /// the bytes of bf16) or q4_k. The codec keeps f32. Needs a backend with GGML kernels (candle).
+    /// Quantize the transformer's linear weights at load (Qwen3-TTS: talker and code predictor;
+    /// Voxtral TTS: backbone and flow-matching transformer): q8_0 (8 bits, half the bytes of bf16)
+    /// or q4_k. Codecs keep f32. Needs a backend with GGML kernels (candle).
     #[arg(long)]
     pub quant: Option<String>,
     /// What to say.
@@ -47,6 +48,10 @@ pub struct SpeakArgs {
     /// Frames per streamed chunk (12.5 frames = 1 s).
     #[arg(long, default_value_t = 12)]
     pub stream_frames: usize,
+    /// With --stream, deliver the first chunk after this many frames (0: after --stream-frames),
+    /// so that audio starts after one frame's work.
+    #[arg(long, default_value_t = 1)]
+    pub first_chunk_frames: usize,
     /// Write the generated codes here as TSV, one row per step.
     #[arg(long)]
     pub dump_codes: Option<PathBuf>,
@@ -108,6 +113,7 @@ pub fn run(registry: &Registry, args: SpeakArgs) -> Result<()> {
         seed: args.seed,
         max_frames: args.max_frames,
         stream_frames: if args.stream { args.stream_frames.max(1) } else { 0 },
+        first_chunk_frames: args.first_chunk_frames,
         injected_noise: args.flow_noise.as_deref().map(InjectedNoise::from_safetensors).transpose()?,
     };
     synthesize_to_file(tts.as_ref(), &args, format, &options)

@@ -11,7 +11,7 @@ use infer_core::audio::{
     Audio, RecognitionMetrics, RecognitionOptions, RecognitionSession, SpeechRecognizer, TranscriptDelta,
 };
 use infer_core::audio_io::{check_audio, read_audio, resample, AudioLimits};
-use infer_core::Registry;
+use infer_core::{DType, LoadConfig, Registry};
 
 use super::mic;
 use super::shared::ModelArgs;
@@ -20,6 +20,10 @@ use super::shared::ModelArgs;
 pub struct TranscribeArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Quantize the text decoder's linear weights at load: q8_0 (8 bits, half the bytes of bf16)
+    /// or q4_k; the audio encoder keeps --dtype. Needs a backend with GGML kernels (candle).
+    #[arg(long)]
+    pub quant: Option<String>,
     /// Audio file: wav, flac, mp3, ogg (any rate and channel count; resampled to the model's).
     #[arg(required_unless_present = "mic", conflicts_with = "mic")]
     pub file: Option<PathBuf>,
@@ -78,9 +82,10 @@ pub fn run(registry: &Registry, args: TranscribeArgs) -> Result<()> {
             "--model is required: a Voxtral Realtime checkpoint folder (config.json, model.safetensors and tekken.json, or params.json, consolidated.safetensors and tekken.json)"
         );
     };
+    let quant = args.quant.as_deref().map(DType::parse_linear_quant).transpose().context("--quant")?;
     let load_started = Instant::now();
     let rec = registry
-        .load_recognizer(model_path, &args.model.load_config()?)
+        .load_recognizer(model_path, &LoadConfig { quant, ..args.model.load_config()? })
         .with_context(|| format!("loading {}", model_path.display()))?;
     let load_seconds = load_started.elapsed().as_secs_f64();
     let options = RecognitionOptions { delay_ms: args.delay_ms, max_tokens: args.max_tokens, ..Default::default() };

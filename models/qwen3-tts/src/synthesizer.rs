@@ -168,7 +168,7 @@ impl SpeechSynthesizer for Qwen3Tts {
         }
 
         let mut pending: Vec<Vec<u32>> = Vec::new();
-        let (mut frames, mut samples_out) = (0usize, 0usize);
+        let (mut frames, mut samples_out, mut chunks) = (0usize, 0usize, 0usize);
         let mut first_audio: Option<f64> = None;
         let mut failure: Option<Error> = None;
         // `codes`: the frames generated since the previous chunk, row-major.
@@ -186,7 +186,7 @@ impl SpeechSynthesizer for Qwen3Tts {
         let result = self.generator.generate(&request, options, cancel, &mut |frame| {
             frames += 1;
             pending.push(frame.to_vec());
-            let due = options.stream_frames > 0 && pending.len() >= options.stream_frames;
+            let due = options.chunk_due(pending.len(), chunks);
             let samples = if due {
                 let t0 = Instant::now();
                 match stream.push(&pending) {
@@ -212,10 +212,11 @@ impl SpeechSynthesizer for Qwen3Tts {
             } else {
                 Vec::new()
             };
-            if !samples.is_empty() {
+            if due {
+                chunks += 1;
+                pending.clear();
                 first_audio.get_or_insert(start.elapsed().as_secs_f64());
                 samples_out += samples.len();
-                pending.clear();
             }
             emit(frame, &samples, frames, on_chunk)
         });

@@ -42,7 +42,6 @@ impl VoxtralTts {
     /// Loads a Voxtral-4B-TTS folder: params.json, consolidated.safetensors, tekken.json,
     /// voice_embedding/.
     pub fn load(dir: &Path, backend: &Backend, options: &ModelLoadOptions) -> Result<Self> {
-        options.refuse_quant("Voxtral TTS")?;
         let cfg = VoxtralTtsConfig::from_dir(dir)?;
         let tokenizer = Tekken::from_file(&dir.join("tekken.json"))?;
         let tokens = PromptTokens::from_tekken(&tokenizer)?;
@@ -59,7 +58,9 @@ impl VoxtralTts {
         let weights = |dtype: DType| -> Result<Weights> {
             Ok(Weights::from_file(&dir.join(WEIGHTS_FILE), backend, dtype)?.with_name_map(Arc::new(mistral_name)))
         };
-        let w = weights(options.dtype)?;
+        // The backbone's and flow-matching transformer's linears are quantized when asked; the
+        // embedding tables and the codec keep their float weights.
+        let w = weights(options.dtype)?.with_linear_quant(options.quant())?;
         Ok(VoxtralTts {
             backbone: Backbone::load(&w, &cfg)?,
             head: AcousticHead::load(&w, &cfg)?,
@@ -167,7 +168,7 @@ impl SpeechSynthesizer for VoxtralTts {
         let num_codebooks = self.cfg.codes_per_frame();
         let mut stream = self.codec.decode_stream();
         let mut pending: Vec<Vec<u32>> = Vec::new();
-        let (mut frames, mut samples_out) = (0usize, 0usize);
+        let (mut frames, mut samples_out, mut chunks) = (0usize, 0usize, 0usize);
         let mut first_audio: Option<f64> = None;
         let mut codec_time = Duration::ZERO;
         let mut failure: Option<Error> = None;
@@ -178,7 +179,8 @@ impl SpeechSynthesizer for VoxtralTts {
             frames += 1;
             pending.push(frame.to_vec());
             let mut samples = Vec::new();
-            if options.stream_frames > 0 && pending.len() >= options.stream_frames {
+            if options.chunk_due(pending.len(), chunks) {
+                chunks += 1;
                 let t = Instant::now();
                 match stream.push(&pending) {
                     Ok(s) => samples = s,

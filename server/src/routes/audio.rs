@@ -206,6 +206,8 @@ fn speech_options(req: &SpeechRequest, service: &SpeechService) -> Result<Speech
         seed: req.seed,
         max_frames: req.max_frames.unwrap_or(defaults.max_frames).max(1),
         stream_frames: STREAM_FRAMES,
+        // The first chunk after one frame: time to first audio is one frame's work.
+        first_chunk_frames: 1,
         ..defaults
     })
 }
