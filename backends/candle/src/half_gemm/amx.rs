@@ -100,8 +100,9 @@ fn unit(
             let j0 = (first + t) * ROWS;
             for (h, tile) in ct.iter().enumerate().take(nb) {
                 let i0 = (i + h) * ROWS;
-                for r in 0..ROWS.min(n - j0) {
-                    for l in 0..ROWS.min(m - i0) {
+                // Row by output row: 16 contiguous columns each (the tile is read across).
+                for l in 0..ROWS.min(m - i0) {
+                    for r in 0..ROWS.min(n - j0) {
                         // SAFETY: (i0 + l, j0 + r) is inside the m × n output, and columns
                         // j0.. of this unit are written by this unit only.
                         unsafe { *out.at((i0 + l) * n + j0 + r) = tile[r * ROWS + l] };
