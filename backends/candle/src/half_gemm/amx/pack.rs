@@ -28,19 +28,23 @@ impl PackedActivations {
 pub fn activations(x: &[bf16], m: usize, k: usize) -> PackedActivations {
     let steps = k.div_ceil(K_STEP);
     let blocks = m.div_ceil(ROWS);
-    let pairs = K_STEP / 2;
     let mut words = vec![0u32; blocks * steps * TILE_BYTES / 4];
     for i in 0..m {
+        // Row i is lane l of block b; its pair q sits in tile q / 16, tile row q % 16, which
+        // is word 16 q from the block's lane l (a tile is 16 rows of 16 words).
         let (b, l) = (i / ROWS, i % ROWS);
+        let lane = &mut words[b * steps * TILE_BYTES / 4 + l..];
         let row = &x[i * k..(i + 1) * k];
-        for (s, chunk) in row.chunks(K_STEP).enumerate() {
-            let tile = &mut words[(b * steps + s) * TILE_BYTES / 4..][..TILE_BYTES / 4];
-            for (p, pair) in chunk.chunks(2).enumerate() {
-                let hi = pair.get(1).map_or(0, |v| v.to_bits() as u32);
-                tile[p * ROWS + l] = pair[0].to_bits() as u32 | hi << 16;
-            }
+        let pairs = row.chunks_exact(2);
+        let odd = pairs.remainder().first().map(|v| v.to_bits() as u32);
+        let mut q = 0;
+        for pair in pairs {
+            lane[16 * q] = pair[0].to_bits() as u32 | (pair[1].to_bits() as u32) << 16;
+            q += 1;
         }
-        debug_assert!(row.len().div_ceil(2) <= steps * pairs);
+        if let Some(lo) = odd {
+            lane[16 * q] = lo;
+        }
     }
     PackedActivations { words, steps, blocks }
 }
