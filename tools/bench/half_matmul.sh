@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Half-precision weight products in the candle backend, old path against new in one run, at 1
 # and 2 threads: the bf16 decode matvec (GB/s of weights read, AVX2 widening vs AVX-512 BF16)
-# and the many-row products (GFLOP/s, candle's matmul vs the panel path; f32 gemm as ceiling).
+# and the many-row products (GFLOP/s, candle's matmul vs half_gemm's kernels: f32 panels,
+# AVX-512 BF16 vdpbf16ps tiles, and AMX-BF16 tiles where the process may use them; f32 gemm as
+# ceiling). The first line of each thread count names the bf16 product kernel the process got.
 # Prints markdown tables (docs/benchmarks.md has the numbers).
 #
 #   tools/bench/half_matmul.sh [--no-build] [NAME...]   # NAME: rows whose label contains it

@@ -4,7 +4,8 @@
 //!   AVX-512 BF16 `vdpbf16ps` (where the CPU has it), on weights past the last-level cache
 //!   (several matrices taken in turn) and on one matrix that stays in cache;
 //! - many rows (39, 128): GFLOP/s of candle's matmul (bf16: the whole weight widened to f32 per
-//!   call; f16: gemm's f16 kernel) against the panel path (`half_gemm`), with f32 gemm on the
+//!   call; f16: gemm's f16 kernel) against `half_gemm`'s kernels (f32 panels, AVX-512 BF16
+//!   `vdpbf16ps` tiles, AMX-BF16 tiles where the process may use them), with f32 gemm on the
 //!   same shape as the ceiling.
 //!
 //! `cargo bench -p infer-backend-candle --bench half_matmul [-- NAME...]`; threads:
@@ -15,10 +16,12 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
 use infer_backend_candle::gemv::{self, Bf16Kernel};
-use infer_backend_candle::half_gemm;
+use infer_backend_candle::half_gemm::{self, HalfKernel};
 
 /// (n, k) weight shapes: Voxtral Realtime's 4B decoder (d 3072, FFN 9216).
 const SHAPES: [(usize, usize); 2] = [(3072, 3072), (9216, 3072)];
+/// More (n, k) shapes for the many-row products: Qwen3-0.6B's (d 1024, q 2048, FFN 3072).
+const SMALL_SHAPES: [(usize, usize); 3] = [(2048, 1024), (3072, 1024), (1024, 3072)];
 /// Weight bytes the streaming matvec cycles through (past a 105 MB L3).
 const STREAM_BYTES: usize = 512 << 20;
 
@@ -55,7 +58,11 @@ fn main() {
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let want = |label: &str| filter.is_empty() || filter.iter().any(|f| label.contains(f.as_str()));
     let threads = candle_core::utils::get_num_threads();
-    println!("threads {threads}; bf16 matvec kernel selected: {:?}", gemv::bf16_kernel());
+    println!(
+        "threads {threads}; bf16 matvec kernel selected: {:?}; bf16 product kernel: {:?}",
+        gemv::bf16_kernel(),
+        half_gemm::best_kernel()
+    );
     let kernels = [("avx2", Bf16Kernel::Avx2), ("avx512bf16", Bf16Kernel::Avx512Bf16)];
 
     println!("\n| matvec bf16 (n x k) | rows | weights | kernel | GB/s |");
@@ -85,7 +92,7 @@ fn main() {
 
     println!("\n| product (n x k) | rows | dtype | path | ms | GFLOP/s |");
     println!("| --- | ---: | --- | --- | ---: | ---: |");
-    for (n, k) in SHAPES {
+    for (n, k) in SHAPES.into_iter().chain(SMALL_SHAPES) {
         for m in [39, 128] {
             let flops = 2.0 * (m * n * k) as f64;
             let row = |dtype: &str, path: &str, s: f64| {
@@ -105,11 +112,13 @@ fn main() {
                 let wt = w.t().unwrap();
                 let name = format!("{dtype:?}").to_lowercase();
                 row(&name, "candle matmul", best(3, || drop(x.matmul(&wt).unwrap())));
-                let panels = || drop(half_gemm::try_linear_with(&x, &w, Bf16Kernel::Avx2).unwrap().unwrap());
-                row(&name, "panels", best(3, panels));
+                let run = |kernel| best(3, || drop(half_gemm::try_linear_with(&x, &w, kernel).unwrap().unwrap()));
+                row(&name, "panels", run(HalfKernel::Panels));
                 if dtype == DType::BF16 {
-                    let tiles = || drop(half_gemm::try_linear_with(&x, &w, Bf16Kernel::Avx512Bf16).unwrap().unwrap());
-                    row(&name, "vdpbf16ps tiles", best(3, tiles));
+                    row(&name, "vdpbf16ps tiles", run(HalfKernel::Dpbf16));
+                    if half_gemm::best_kernel() == HalfKernel::Amx {
+                        row(&name, "amx tiles", run(HalfKernel::Amx));
+                    }
                 }
             }
         }

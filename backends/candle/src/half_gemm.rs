@@ -2,12 +2,14 @@
 //! batches): y (m, n) = x (m, k) @ wᵀ for a row-major bf16 or f16 weight w (n, k).
 //!
 //! candle has no bf16 gemm: it widened the whole weight to f32 on every call (a 9216 × 3072
-//! weight is a fresh 113 MB buffer per product). Where the CPU has AVX-512 BF16, bf16 products
-//! run on `vdpbf16ps` tiles ([`tiles`]) that multiply bf16 pairs without widening. Otherwise
-//! (and for f16, and odd k) w is widened a panel of rows at a time into a per-thread buffer that stays in cache and is reused across
-//! calls, and each panel goes through gemm's f32 kernel; the panels (output columns) are split
-//! across candle's thread pool. f16 weights take the same path: gemm's own f16 kernel rounds its
-//! partial sums to f16 between k blocks, here they stay f32 until the one final rounding.
+//! weight is a fresh 113 MB buffer per product). bf16 products take the best of (see
+//! [`best_kernel`]): AMX tiles ([`amx`], where the CPU has AMX-BF16 and Linux grants this
+//! process tile state), AVX-512 BF16 `vdpbf16ps` register tiles ([`tiles`], even k), then
+//! panels: w widened a panel of rows at a time into a per-thread buffer that stays in cache
+//! and is reused across calls, each panel through gemm's f32 kernel, the panels (output
+//! columns) split across candle's thread pool. f16 weights always take the panels: bf16 tiles
+//! would round them to 8 bits of mantissa, and gemm's own f16 kernel rounds its partial sums to
+//! f16 between k blocks, where here they stay f32 until the one final rounding.
 
 use std::cell::RefCell;
 
@@ -17,6 +19,9 @@ use half::{bf16, f16, slice::HalfFloatSliceExt};
 use crate::out_ptr::OutPtr;
 
 use crate::gemv::{self, Bf16Kernel};
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub mod amx;
 
 /// A panel's widened f32 bytes: about half of a 2 MiB L2, so the panel and gemm's packed
 /// copy of it stay close to the core that made them.
@@ -32,16 +37,50 @@ thread_local! {
     static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The kernels a bf16 product can run on, in order of preference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HalfKernel {
+    /// Weight widened to f32 panels, gemm's f32 kernel (any CPU, and every f16 product).
+    Panels,
+    /// AVX-512 BF16 `vdpbf16ps` register tiles (even k).
+    Dpbf16,
+    /// AMX-BF16 `tdpbf16ps` tiles.
+    Amx,
+}
+
+/// The best bf16 product kernel this process may run: `INFER_GGML_ISA` caps it (`avx512`: no
+/// AMX; `avx2`, `scalar`: panels only), as it caps the GGML and matvec kernels.
+pub fn best_kernel() -> HalfKernel {
+    if amx_available() {
+        HalfKernel::Amx
+    } else if gemv::bf16_kernel() >= Bf16Kernel::Avx512Bf16 {
+        HalfKernel::Dpbf16
+    } else {
+        HalfKernel::Panels
+    }
+}
+
+fn amx_available() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        amx::available()
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        false
+    }
+}
+
 /// `x @ wᵀ` for a bf16 or f16 `w` (n, k), row-major, and `x` (m, k) of the same dtype; `None`
 /// when the operands are anything else (the caller falls back to candle's matmul).
 pub fn try_linear(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
-    try_linear_with(x, w, gemv::bf16_kernel())
+    try_linear_with(x, w, best_kernel())
 }
 
-/// [`try_linear`] with bf16 products on `vdpbf16ps` tiles when `bf16` is
-/// [`Bf16Kernel::Avx512Bf16`] (and the CPU has it, and k is even), on f32 panels otherwise:
-/// benchmarks and tests compare the two through it.
-pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Option<Tensor>> {
+/// [`try_linear`] on `kernel` for bf16 products, or the best kernel below it that this CPU and
+/// shape can run (AMX needs [`amx::available`], `vdpbf16ps` AVX-512 BF16 and an even k):
+/// benchmarks and tests compare the kernels through it.
+pub fn try_linear_with(x: &Tensor, w: &Tensor, kernel: HalfKernel) -> Result<Option<Tensor>> {
     let (m, k) = x.dims2()?;
     let (n, kw) = w.dims2()?;
     if m == 0 || k == 0 || n == 0 || k != kw || x.dtype() != w.dtype() || !w.is_contiguous() {
@@ -51,16 +90,27 @@ pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Optio
         return Ok(None);
     }
     #[cfg(target_arch = "x86_64")]
-    if w.dtype() == C::BF16 && k.is_multiple_of(2) && bf16 >= Bf16Kernel::Avx512Bf16 && tiles::available() {
-        // x is bf16 too (the dtypes match): its values are exact `vdpbf16ps` operands.
-        let xb = x.flatten_all()?.to_vec1::<bf16>()?;
-        let (storage, layout) = w.storage_and_layout();
-        let Storage::Cpu(CpuStorage::BF16(v)) = &*storage else { return Ok(None) };
-        let off = layout.start_offset();
-        let mut out = vec![0f32; m * n];
-        tiles::product(&v[off..off + n * k], &xb, m, n, k, &mut out);
-        drop(storage);
-        return Tensor::from_vec(out, (m, n), x.device())?.to_dtype(x.dtype()).map(Some);
+    if w.dtype() == C::BF16 {
+        let amx = kernel >= HalfKernel::Amx && amx_available();
+        if amx || (kernel >= HalfKernel::Dpbf16 && k.is_multiple_of(2) && tiles::available()) {
+            // x is bf16 too (the dtypes match): its values are exact tile operands.
+            let xb = x.flatten_all()?.to_vec1::<bf16>()?;
+            let (storage, layout) = w.storage_and_layout();
+            let Storage::Cpu(CpuStorage::BF16(v)) = &*storage else { return Ok(None) };
+            let off = layout.start_offset();
+            let mut out = vec![0f32; m * n];
+            let w = &v[off..off + n * k];
+            #[cfg(target_os = "linux")]
+            if amx {
+                amx::product(w, &xb, m, n, k, &mut out);
+            } else {
+                tiles::product(w, &xb, m, n, k, &mut out);
+            }
+            #[cfg(not(target_os = "linux"))]
+            tiles::product(w, &xb, m, n, k, &mut out);
+            drop(storage);
+            return Tensor::from_vec(out, (m, n), x.device())?.to_dtype(x.dtype()).map(Some);
+        }
     }
     let xs = x.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>()?;
     let (storage, layout) = w.storage_and_layout();
@@ -370,6 +420,116 @@ mod tests {
                     assert!((g - want).abs() <= tol, "m {m} ({i}, {j}): {g} vs {want}");
                 }
             }
+        }
+    }
+
+    /// bf16 products against an f64 reference of the bf16 operands, at the tiles' tolerance.
+    fn check_bf16(got: &[f32], x: &[bf16], w: &[bf16], m: usize, n: usize, k: usize, what: &str) {
+        for i in 0..m {
+            for j in 0..n {
+                let terms = (0..k).map(|l| x[i * k + l].to_f64() * w[j * k + l].to_f64());
+                let (want, mag) = terms.fold((0.0, 0.0), |(s, a), t| (s + t, a + t.abs()));
+                let tol = k as f64 * f32::EPSILON as f64 * mag;
+                let g = got[i * n + j] as f64;
+                assert!((g - want).abs() <= tol, "{what} m {m} n {n} k {k} ({i}, {j}): {g} vs {want}");
+            }
+        }
+    }
+
+    /// AMX tiles (where this process may use them): rows, weight rows and k on and off the
+    /// 16-row tiles, their pairs and the 32-value k steps (odd k included), on one thread and
+    /// on the pool.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[test]
+    fn amx_matches_a_reference() {
+        if !amx::available() {
+            eprintln!("no AMX-BF16 for this process: the AMX tiles are not checked here");
+            return;
+        }
+        for (n, k) in [(75, 130), (16, 32), (33, 31), (64, 97), (7, 1), (40, 2048)] {
+            let w: Vec<bf16> = values(n * k, 1).into_iter().map(bf16::from_f32).collect();
+            for m in [1, 5, 16, 17, 32, 33, 39, 64] {
+                let x: Vec<bf16> = values(m * k, 2 + m as u32).into_iter().map(bf16::from_f32).collect();
+                let mut got = vec![f32::NAN; m * n];
+                amx::product(&w, &x, m, n, k, &mut got);
+                check_bf16(&got, &x, &w, m, n, k, "amx");
+            }
+        }
+    }
+
+    /// Every kernel through the tensor entry point, asked for by name: each runs (or falls back
+    /// to one this CPU has) and agrees with the reference; f16 always takes the panels.
+    #[test]
+    fn every_kernel_through_tensors() -> Result<()> {
+        let (m, n, k) = (37, 45, 70);
+        let dev = &candle_core::Device::Cpu;
+        let w: Vec<bf16> = values(n * k, 3).into_iter().map(bf16::from_f32).collect();
+        let x: Vec<bf16> = values(m * k, 4).into_iter().map(bf16::from_f32).collect();
+        let (wt, xt) = (Tensor::from_slice(&w, (n, k), dev)?, Tensor::from_slice(&x, (m, k), dev)?);
+        for kernel in [HalfKernel::Panels, HalfKernel::Dpbf16, HalfKernel::Amx] {
+            let y = try_linear_with(&xt, &wt, kernel)?.expect("bf16 operands");
+            let got = y.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>()?;
+            // The output is rounded to bf16: half a bf16 ulp more.
+            let want = try_linear_with(&xt.to_dtype(C::F32)?, &wt.to_dtype(C::F32)?, kernel)?;
+            assert!(want.is_none(), "f32 operands are not this module's");
+            for i in 0..m {
+                for j in 0..n {
+                    let dot: f64 = (0..k).map(|l| x[i * k + l].to_f64() * w[j * k + l].to_f64()).sum();
+                    let g = got[i * n + j] as f64;
+                    assert!((g - dot).abs() <= dot.abs() / 128.0 + 1e-3, "{kernel:?} ({i}, {j}): {g} vs {dot}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reports the kernel this process picks (and checks a product on it) when run by
+    /// [`isa_cap_keeps_amx_off`] in a child process; a no-op otherwise.
+    #[test]
+    fn child_reports_kernel() {
+        if std::env::var_os("INFER_HALF_GEMM_CHILD").is_none() {
+            return;
+        }
+        let (m, n, k) = (21, 35, 66);
+        let w: Vec<bf16> = values(n * k, 5).into_iter().map(bf16::from_f32).collect();
+        let x: Vec<bf16> = values(m * k, 6).into_iter().map(bf16::from_f32).collect();
+        let dev = &candle_core::Device::Cpu;
+        let (wt, xt) = (Tensor::from_slice(&w, (n, k), dev).unwrap(), Tensor::from_slice(&x, (m, k), dev).unwrap());
+        let y = try_linear(&xt, &wt).unwrap().unwrap().to_dtype(C::F32).unwrap();
+        let got = y.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 = (0..k).map(|l| x[i * k + l].to_f64() * w[j * k + l].to_f64()).sum();
+                assert!((got[i * n + j] as f64 - dot).abs() <= dot.abs() / 128.0 + 1e-3);
+            }
+        }
+        println!("half_gemm kernel: {:?}", best_kernel());
+    }
+
+    /// `INFER_GGML_ISA` caps the product kernel (read once per process, so each cap runs in a
+    /// child process): `avx512` keeps AMX off and the `vdpbf16ps` tiles on (where the CPU has
+    /// them), `avx2` leaves the panels.
+    #[test]
+    fn isa_cap_keeps_amx_off() {
+        let exe = std::env::current_exe().unwrap();
+        // What the hardware has (this process may itself run under a cap).
+        #[cfg(target_arch = "x86_64")]
+        let dpbf16 = tiles::available() && std::is_x86_feature_detected!("fma");
+        #[cfg(not(target_arch = "x86_64"))]
+        let dpbf16 = false;
+        for (cap, want) in
+            [("avx512", if dpbf16 { HalfKernel::Dpbf16 } else { HalfKernel::Panels }), ("avx2", HalfKernel::Panels)]
+        {
+            let out = std::process::Command::new(&exe)
+                .args(["--exact", "half_gemm::tests::child_reports_kernel", "--nocapture", "--test-threads=1"])
+                .env("INFER_HALF_GEMM_CHILD", "1")
+                .env("INFER_GGML_ISA", cap)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "child with INFER_GGML_ISA={cap} failed: {stdout}");
+            let line = format!("half_gemm kernel: {want:?}");
+            assert!(stdout.contains(&line), "INFER_GGML_ISA={cap}: expected {line:?} in {stdout}");
         }
     }
 

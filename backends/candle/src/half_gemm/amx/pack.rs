@@ -1,0 +1,62 @@
+//! Operands laid out the way the tiles read them.
+//!
+//! Activations are the B operand: per block of 16 rows and per 32 values of k, a 1 KB tile whose
+//! row p holds, for each activation row l, its pair of values (2p, 2p + 1) as one 32-bit word.
+//! Weights are the A operand, row-major like the weight itself, so full tiles are read in place;
+//! only what a tile would read past the weight (the k tail, the last rows) is copied, zero-padded.
+
+use half::bf16;
+
+use super::kernel::{K_STEP, ROWS, ROW_BYTES, TILE_BYTES};
+
+/// Packed activations, zeros past row m and past k: block b's step s is the tile at word
+/// `(b * steps + s) * 256`.
+pub struct PackedActivations {
+    pub words: Vec<u32>,
+    pub steps: usize,
+    pub blocks: usize,
+}
+
+impl PackedActivations {
+    /// Block `b`'s first tile.
+    pub fn block(&self, b: usize) -> *const u8 {
+        self.words[b * self.steps * TILE_BYTES / 4..].as_ptr() as *const u8
+    }
+}
+
+/// `x` (m, k) row-major into tiles.
+pub fn activations(x: &[bf16], m: usize, k: usize) -> PackedActivations {
+    let steps = k.div_ceil(K_STEP);
+    let blocks = m.div_ceil(ROWS);
+    let mut words = vec![0u32; blocks * steps * TILE_BYTES / 4];
+    for i in 0..m {
+        // Row i is lane l of block b; its pair q sits in tile q / 16, tile row q % 16, which
+        // is word 16 q from the block's lane l (a tile is 16 rows of 16 words).
+        let (b, l) = (i / ROWS, i % ROWS);
+        let lane = &mut words[b * steps * TILE_BYTES / 4 + l..];
+        let row = &x[i * k..(i + 1) * k];
+        let pairs = row.chunks_exact(2);
+        let odd = pairs.remainder().first().map(|v| v.to_bits() as u32);
+        let mut q = 0;
+        for pair in pairs {
+            lane[16 * q] = pair[0].to_bits() as u32 | (pair[1].to_bits() as u32) << 16;
+            q += 1;
+        }
+        if let Some(lo) = odd {
+            lane[16 * q] = lo;
+        }
+    }
+    PackedActivations { words, steps, blocks }
+}
+
+/// Rows `j0..j0 + rows` (rows ≤ 16) of `w` (n, k), columns `c0..k`, into a zero-padded block of
+/// 16 rows whose width is `k - c0` rounded up to whole tile rows (64 bytes): what a tile may
+/// read in full. Row stride: the returned width.
+pub fn weight_rows(w: &[bf16], k: usize, j0: usize, rows: usize, c0: usize) -> (Vec<bf16>, usize) {
+    let width = (k - c0).next_multiple_of(ROW_BYTES / 2);
+    let mut out = vec![bf16::ZERO; ROWS * width];
+    for r in 0..rows {
+        out[r * width..][..k - c0].copy_from_slice(&w[(j0 + r) * k + c0..(j0 + r + 1) * k]);
+    }
+    (out, width)
+}
