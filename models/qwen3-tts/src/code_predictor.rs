@@ -44,7 +44,8 @@ impl CodePredictor {
         Ok(CodePredictor {
             proj,
             embeddings,
-            decoder: EmbedDecoder::load(&w.prefixed("model"), d)?,
+            // A frame is one sequence: the talker's hidden state, then one position per code.
+            decoder: EmbedDecoder::load(&w.prefixed("model"), d)?.with_angle_table(w.backend(), groups + 1)?,
             heads,
             vocab: d.vocab_size,
         })
