@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use candle_core::quantized::{QStorage, QTensor};
-use candle_core::{DType as C, Device, Tensor};
+use candle_core::{CpuStorage, DType as C, Device, Storage, Tensor};
 use infer_core::{DType, Error, Result, SharedBytes};
 
 use crate::ggml::GgmlMatrix;
@@ -131,8 +131,19 @@ pub fn linear(x: &Tensor, w: &QuantTensor) -> candle_core::Result<Tensor> {
     let y = match &w.repr {
         QuantRepr::Native(m) => {
             let rows = x.elem_count() / k.max(1);
-            let xs = x.flatten_all()?.to_dtype(C::F32)?.to_vec1::<f32>()?;
-            Tensor::from_vec(m.matmul(&xs, rows), out, &Device::Cpu)?
+            // A contiguous f32 input (every decode step's) is read in place, not copied out.
+            let in_place = {
+                let (storage, layout) = x.storage_and_layout();
+                match (&*storage, layout.contiguous_offsets()) {
+                    (Storage::Cpu(CpuStorage::F32(v)), Some((a, z))) => Some(m.matmul(&v[a..z], rows)),
+                    _ => None,
+                }
+            };
+            let y = match in_place {
+                Some(y) => y,
+                None => m.matmul(&x.flatten_all()?.to_dtype(C::F32)?.to_vec1::<f32>()?, rows),
+            };
+            Tensor::from_vec(y, out, &Device::Cpu)?
         }
         QuantRepr::Candle(q) => {
             let xc = if in_dtype == C::F16 { x.to_dtype(C::F32)? } else { x.clone() }.contiguous()?;

@@ -111,6 +111,13 @@ impl LayerCache {
     pub fn reset(&mut self) {
         *self = LayerCache { dtype: self.dtype, ..LayerCache::new(self.window) };
     }
+
+    /// Empties the cache but keeps its buffers, so a caller that runs many short sequences (a
+    /// speech model's per-frame code predictor) allocates them once: positions are overwritten
+    /// before they are read again.
+    pub fn clear(&mut self) {
+        (self.start, self.len, self.offset) = (0, 0, 0);
+    }
 }
 
 /// A zero buffer of `capacity` positions holding positions `start..start + len` of `old` first.
@@ -158,6 +165,11 @@ impl KvCache {
 
     pub fn reset(&mut self) {
         self.layers.iter_mut().for_each(LayerCache::reset)
+    }
+
+    /// Empties every layer, keeping the buffers ([`LayerCache::clear`]).
+    pub fn clear(&mut self) {
+        self.layers.iter_mut().for_each(LayerCache::clear)
     }
 
     /// Stores every layer's keys and values as `dtype` (`None`: as they come); see

@@ -4,7 +4,7 @@
 
 use infer_core::{AttentionOpts, Error, LayerCache, Result, Tensor, Weights};
 
-use crate::{Linear, RmsNorm, RopeAngles};
+use crate::{Linear, RmsNorm, RopeAngles, StackedLinear};
 
 pub struct AttentionConfig {
     pub hidden: usize,
@@ -59,9 +59,8 @@ pub enum KvTarget<'a> {
 }
 
 pub struct SelfAttention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    /// q, k and v (one product when quantized at load).
+    qkv: StackedLinear,
     o: Linear,
     q_norm: Option<RmsNorm>,
     k_norm: Option<RmsNorm>,
@@ -76,9 +75,15 @@ impl SelfAttention {
             cfg.qk_norm_eps.map(|eps| RmsNorm::load_offset(&w.prefixed(name), d, eps, cfg.qk_norm_offset)).transpose()
         };
         Ok(SelfAttention {
-            q: Linear::load(&w.prefixed("q_proj"), cfg.num_heads * d, h, cfg.qkv_bias)?,
-            k: Linear::load(&w.prefixed("k_proj"), cfg.num_kv_heads * d, h, cfg.qkv_bias)?,
-            v: Linear::load(&w.prefixed("v_proj"), cfg.num_kv_heads * d, h, cfg.qkv_bias)?,
+            qkv: StackedLinear::load(
+                &[
+                    (w.prefixed("q_proj"), cfg.num_heads * d),
+                    (w.prefixed("k_proj"), cfg.num_kv_heads * d),
+                    (w.prefixed("v_proj"), cfg.num_kv_heads * d),
+                ],
+                h,
+                cfg.qkv_bias,
+            )?,
             o: Linear::load(&w.prefixed("o_proj"), h, cfg.num_heads * d, false)?,
             q_norm: norm("q_norm")?,
             k_norm: norm("k_norm")?,
@@ -139,10 +144,12 @@ impl SelfAttention {
     fn qkv(&self, x: &Tensor, rope: &RopeAngles) -> Result<(Tensor, Tensor, Tensor)> {
         let (b, t) = (x.dim(0), x.dim(1));
         let d = self.cfg.head_dim;
-        let heads = |proj: &Linear, n: usize| proj.forward(x)?.reshape(&[b, t, n, d])?.transpose(1, 2);
-        let mut q = heads(&self.q, self.cfg.num_heads)?;
-        let mut k = heads(&self.k, self.cfg.num_kv_heads)?;
-        let v = heads(&self.v, self.cfg.num_kv_heads)?;
+        let heads = |y: &Tensor, n: usize| y.reshape(&[b, t, n, d])?.transpose(1, 2);
+        let [q, k, v]: [Tensor; 3] =
+            self.qkv.forward(x)?.try_into().map_err(|_| Error::backend("q/k/v projection: expected three outputs"))?;
+        let mut q = heads(&q, self.cfg.num_heads)?;
+        let mut k = heads(&k, self.cfg.num_kv_heads)?;
+        let v = heads(&v, self.cfg.num_kv_heads)?;
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q = qn.forward(&q)?;
             k = kn.forward(&k)?;

@@ -14,7 +14,7 @@ mod rotary;
 
 pub use attention::{AttentionConfig, KvTarget, SelfAttention};
 pub use config_json::{read_config, rope_theta};
-pub use linear::Linear;
+pub use linear::{Linear, StackedLinear};
 pub use mlp::SwiGlu;
 pub use norm::RmsNorm;
 pub use rotary::{Llama3Scaling, RopeAngles, Rotary};

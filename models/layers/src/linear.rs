@@ -29,3 +29,61 @@ impl Linear {
         x.linear(&self.weight, self.bias.as_ref())
     }
 }
+
+/// Linear layers over the same input (attention's q/k/v, SwiGLU's gate/up), run as one product
+/// when their weights are quantized at load: the rows stacked into one matrix give one pass over
+/// the input, one quantization of the activations and one thread-pool dispatch instead of one per
+/// layer. Each output row is the same dot product either way, so the results are identical.
+/// Weights stored quantized (GGUF) or kept in a float dtype stay separate: stacking those would
+/// copy them, and a float product may sum differently for another matrix width.
+pub struct StackedLinear {
+    parts: Parts,
+}
+
+enum Parts {
+    Stacked { linear: Linear, outs: Vec<usize> },
+    Separate(Vec<Linear>),
+}
+
+impl StackedLinear {
+    /// `parts`: each layer's weights (rooted at the layer) and output size; all read `in_dim`.
+    pub fn load(parts: &[(Weights, usize)], in_dim: usize, bias: bool) -> Result<Self> {
+        let first = &parts.first().ok_or_else(|| infer_core::Error::invalid("no linear layers to stack"))?.0;
+        let stack_as = first.linear_quant().filter(|q| {
+            in_dim.is_multiple_of(q.block().0)
+                && parts.iter().all(|(w, _)| w.stored_dtype("weight").is_some_and(|d| d.is_float()))
+        });
+        let Some(quant) = stack_as else {
+            let separate = parts.iter().map(|(w, out)| Linear::load(w, *out, in_dim, bias));
+            return Ok(StackedLinear { parts: Parts::Separate(separate.collect::<Result<_>>()?) });
+        };
+        // Stacked along the rows (dim 0), read in the compute dtype as `Linear::load` reads them.
+        let stacked = |name: &str, shape: &dyn Fn(usize) -> Vec<usize>| -> Result<Tensor> {
+            let ts = parts.iter().map(|(w, out)| w.get_shaped(name, &shape(*out))).collect::<Result<Vec<_>>>()?;
+            Tensor::concat(&ts.iter().collect::<Vec<_>>(), 0)
+        };
+        let weight = stacked("weight", &|out| vec![out, in_dim])?.to_dtype(quant)?;
+        let bias = if bias { Some(stacked("bias", &|out| vec![out])?) } else { None };
+        let outs = parts.iter().map(|(_, out)| *out).collect();
+        Ok(StackedLinear { parts: Parts::Stacked { linear: Linear { weight, bias }, outs } })
+    }
+
+    /// Each layer's output for `x`, in the order they were loaded.
+    pub fn forward(&self, x: &Tensor) -> Result<Vec<Tensor>> {
+        match &self.parts {
+            Parts::Separate(ls) => ls.iter().map(|l| l.forward(x)).collect(),
+            Parts::Stacked { linear, outs } => {
+                let y = linear.forward(x)?;
+                let last = y.rank() - 1;
+                let mut start = 0;
+                outs.iter()
+                    .map(|&n| {
+                        let part = y.narrow(last, start, n);
+                        start += n;
+                        part
+                    })
+                    .collect()
+            }
+        }
+    }
+}

@@ -2,26 +2,33 @@
 
 use infer_core::{Result, Tensor, Weights};
 
-use crate::Linear;
+use crate::{Linear, StackedLinear};
 
 /// SwiGLU feed-forward: `down(silu(gate(x)) * up(x))`.
 pub struct SwiGlu {
-    gate: Linear,
-    up: Linear,
+    /// gate and up (one product when quantized at load).
+    gate_up: StackedLinear,
     down: Linear,
 }
 
 impl SwiGlu {
     pub fn load(w: &Weights, hidden: usize, intermediate: usize, bias: bool) -> Result<Self> {
         Ok(SwiGlu {
-            gate: Linear::load(&w.prefixed("gate_proj"), intermediate, hidden, bias)?,
-            up: Linear::load(&w.prefixed("up_proj"), intermediate, hidden, bias)?,
+            gate_up: StackedLinear::load(
+                &[(w.prefixed("gate_proj"), intermediate), (w.prefixed("up_proj"), intermediate)],
+                hidden,
+                bias,
+            )?,
             down: Linear::load(&w.prefixed("down_proj"), hidden, intermediate, bias)?,
         })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let gate = self.gate.forward(x)?.silu()?;
-        self.down.forward(&gate.mul(&self.up.forward(x)?)?)
+        let [gate, up]: [Tensor; 2] = self
+            .gate_up
+            .forward(x)?
+            .try_into()
+            .map_err(|_| infer_core::Error::backend("gate/up projection: expected two outputs"))?;
+        self.down.forward(&gate.silu()?.mul(&up)?)
     }
 }

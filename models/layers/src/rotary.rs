@@ -82,6 +82,24 @@ impl Rotary {
 }
 
 impl RopeAngles {
+    /// The angles of rows `start..start + len` (positions of a table built once and reused).
+    pub fn narrow(&self, start: usize, len: usize) -> Result<RopeAngles> {
+        Ok(RopeAngles {
+            cos: self.cos.narrow(0, start, len)?,
+            sin: self.sin.narrow(0, start, len)?,
+            layout: self.layout,
+        })
+    }
+
+    /// Rows (positions) held.
+    pub fn len(&self) -> usize {
+        self.cos.dim(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// `x` (b, h, t, d) rotated.
     pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
         x.rope(&self.cos, &self.sin, self.layout)

@@ -44,7 +44,8 @@ impl CodePredictor {
         Ok(CodePredictor {
             proj,
             embeddings,
-            decoder: EmbedDecoder::load(&w.prefixed("model"), d)?,
+            // A frame is one sequence: the talker's hidden state, then one position per code.
+            decoder: EmbedDecoder::load(&w.prefixed("model"), d)?.with_angle_table(w.backend(), groups + 1)?,
             heads,
             vocab: d.vocab_size,
         })
@@ -61,14 +62,22 @@ impl CodePredictor {
         Tensor::from_u32(table.backend(), codes, &[1, codes.len()])?.embedding(table)
     }
 
-    /// Predicts codebooks 1.. of one frame. `pick(group, logits)` chooses each code.
+    /// A cache for [`CodePredictor::predict`], reused across frames: its buffers (room for a
+    /// frame's 16 positions) are allocated on the first frame only.
+    pub fn new_cache(&self) -> KvCache {
+        self.decoder.new_cache()
+    }
+
+    /// Predicts codebooks 1.. of one frame. `pick(group, logits)` chooses each code. `cache`
+    /// (from [`CodePredictor::new_cache`]) is emptied first: each frame is its own sequence.
     pub fn predict(
         &self,
         talker_hidden: &Tensor,
         first_code_embed: &Tensor,
+        cache: &mut KvCache,
         pick: &mut dyn FnMut(usize, &mut [f32]) -> u32,
     ) -> Result<Vec<u32>> {
-        let mut cache: KvCache = self.decoder.new_cache();
+        cache.clear();
         let mut x = Tensor::concat(&[talker_hidden, first_code_embed], 1)?;
         let mut codes = Vec::with_capacity(self.groups());
         for g in 0..self.groups() {
@@ -79,7 +88,7 @@ impl CodePredictor {
                 Some(p) => p.forward(&x)?,
                 None => x.clone(),
             };
-            let h = self.decoder.forward(&input, &mut cache)?;
+            let h = self.decoder.forward(&input, cache)?;
             let last = h.narrow(1, h.dim(1) - 1, 1)?;
             let mut logits = self.heads[g].forward(&last)?.to_dtype(DType::F32)?.to_vec_f32()?;
             codes.push(pick(g, &mut logits));

@@ -10,7 +10,7 @@
 //! same position in all three sections, so it reduces to this ordinary RoPE.
 
 use infer_core::{KvCache, Result, RopeLayout, Tensor, Weights};
-use infer_layers::{AttentionConfig, RmsNorm, Rotary, SelfAttention, SwiGlu};
+use infer_layers::{AttentionConfig, RmsNorm, RopeAngles, Rotary, SelfAttention, SwiGlu};
 
 use crate::config::DecoderDims;
 
@@ -25,6 +25,8 @@ pub struct EmbedDecoder {
     blocks: Vec<Block>,
     norm: RmsNorm,
     rotary: Rotary,
+    /// The angles of the first positions, computed once ([`EmbedDecoder::with_angle_table`]).
+    table: Option<RopeAngles>,
 }
 
 impl EmbedDecoder {
@@ -62,7 +64,15 @@ impl EmbedDecoder {
             blocks,
             norm: RmsNorm::load(&w.prefixed("norm"), d.hidden_size, d.rms_norm_eps)?,
             rotary: Rotary::new(head_dim, d.rope_theta, RopeLayout::SplitHalf, w.dtype())?,
+            table: None,
         })
+    }
+
+    /// Keeps the RoPE angles of positions `0..positions` for every forward that stays within
+    /// them: the code predictor runs the same 16 positions every frame.
+    pub fn with_angle_table(mut self, backend: &infer_core::Backend, positions: usize) -> Result<Self> {
+        self.table = Some(self.rotary.angles(backend, 0, positions)?);
+        Ok(self)
     }
 
     pub fn new_cache(&self) -> KvCache {
@@ -71,7 +81,11 @@ impl EmbedDecoder {
 
     /// `x` (1, t, hidden) at the cache's next positions -> final-normed hidden states (1, t, hidden).
     pub fn forward(&self, x: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
-        let angles = self.rotary.angles(x.backend(), cache.offset(), x.dim(1))?;
+        let (offset, len) = (cache.offset(), x.dim(1));
+        let angles = match &self.table {
+            Some(t) if offset + len <= t.len() => t.narrow(offset, len)?,
+            _ => self.rotary.angles(x.backend(), offset, len)?,
+        };
         let mut x = x.clone();
         for (i, b) in self.blocks.iter().enumerate() {
             let h = b.attn.forward(&b.input_norm.forward(&x)?, &angles, cache.layer(i)?, None)?;

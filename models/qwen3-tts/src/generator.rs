@@ -147,6 +147,7 @@ impl CodeGenerator {
         let max_tokens = options.max_frames + 1;
 
         let mut cache = self.talker.new_cache();
+        let mut predictor_cache = self.predictor.new_cache();
         let (mut hidden, mut logits) = self.talker.forward(&prompt.prefill, &mut cache)?;
         // Where the time goes, for `INFER_LOG=infer_qwen3_tts=debug` (bench/tts_compare.sh).
         let prefill_time = started.elapsed();
@@ -167,7 +168,9 @@ impl CodeGenerator {
             }
             let t0 = Instant::now();
             let first_embed = self.talker.codec_embed(&[first])?;
-            let rest = self.predictor.predict(&hidden, &first_embed, &mut |_, l| sub_sampler.sample(l, &[]))?;
+            let rest = self
+                .predictor
+                .predict(&hidden, &first_embed, &mut predictor_cache, &mut |_, l| sub_sampler.sample(l, &[]))?;
             let mut frame = Vec::with_capacity(rest.len() + 1);
             frame.push(first);
             frame.extend_from_slice(&rest);
