@@ -59,7 +59,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         if let (0, Ok(path)) = (run, std::env::var("INFER_SAVE")) {
             std::fs::write(path, samples.iter().flat_map(|s| s.to_le_bytes()).collect::<Vec<u8>>())?;
         }
-        println!("run {run}: {frames} frames -> {} samples in {:.3} s (rms {rms:.6})", samples.len(), t0.elapsed().as_secs_f64());
+        println!(
+            "run {run}: {frames} frames -> {} samples in {:.3} s (rms {rms:.6})",
+            samples.len(),
+            t0.elapsed().as_secs_f64()
+        );
     }
     Ok(())
 }
