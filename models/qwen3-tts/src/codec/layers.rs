@@ -163,7 +163,7 @@ impl CausalConvTranspose {
         let weight = conv_weight(w, &[cin, cout, kernel])?;
         let bias = Some(w.get_shaped("bias", &[cout])?);
         let ctx_len = (kernel - stride).div_ceil(stride);
-        let trim = if kernel % stride == 0 { kernel - stride } else { 0 };
+        let trim = if kernel.is_multiple_of(stride) { kernel - stride } else { 0 };
         Ok(CausalConvTranspose { weight, bias, cin, stride, ctx_len, trim })
     }
 
