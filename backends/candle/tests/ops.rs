@@ -1097,8 +1097,8 @@ fn conv_transpose1d_stride_padding_output_padding_groups() {
         (2, 4, 5, 6, 4, 2, 1, 1, 1, 2),
         (1, 3, 6, 2, 5, 3, 2, 2, 1, 1),
         (1, 2, 4, 4, 3, 2, 0, 0, 2, 2),
-        (2, 6, 5, 6, 4, 2, 1, 0, 1, 6), // depthwise upsampler (direct kernel)
-        (1, 3, 4, 3, 3, 3, 1, 2, 1, 3), // depthwise with output padding
+        (2, 6, 5, 6, 4, 2, 1, 0, 1, 6),     // depthwise upsampler (direct kernel)
+        (1, 3, 4, 3, 3, 3, 1, 2, 1, 3),     // depthwise with output padding
         (2, 5, 300, 100, 4, 2, 2, 0, 1, 1), // dense: several column blocks and channel blocks
         (1, 3, 7, 4, 3, 2, 4, 1, 2, 1),     // dense, dilated, padding past the first taps
         (1, 4, 9, 3, 6, 3, 3, 0, 1, 1),     // dense, kernel = 2 strides, the codec's causal trim
