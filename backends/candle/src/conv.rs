@@ -4,10 +4,12 @@
 //! candle runs a grouped convolution as one convolution per group plus a concatenation, which is
 //! thousands of tiny ops for the depthwise convolutions of audio codecs; depthwise
 //! (groups == cin == cout) convolutions therefore use a direct loop here, in f32. Dense f32
-//! convolutions use a tiled column buffer and gemm (`dense_conv1d_f32`).
+//! convolutions use a tiled column buffer and gemm (`dense_conv1d_f32`), dense f32 transposed
+//! convolutions one gemm per tap (`conv_transpose`); both start their output from the bias.
 
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 
+use crate::conv_transpose::{dense_conv_transpose1d_f32, Geometry};
 use crate::out_ptr::OutPtr;
 
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +115,14 @@ pub fn conv1d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: ConvParams) -> R
         });
         Tensor::from_vec(out, (b, cout, l_out), x.device())?.to_dtype(x.dtype())?
     } else if p.groups == 1 && x.dtype() == C::F32 {
+        let bias = match bias {
+            Some(b) if b.elem_count() != cout => {
+                candle_core::bail!("bias {:?} does not match {cout} output channels", b.dims())
+            }
+            Some(b) => Some(f32_vec(b)?),
+            None => None,
+        };
+        let bias = bias.as_deref();
         let (x, w) = (x.contiguous()?, w.contiguous()?);
         // CPU tensors are read in place: no copy of the input or the weight per call.
         let in_place = {
@@ -124,15 +134,16 @@ pub fn conv1d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: ConvParams) -> R
                     Some((xa, xz)),
                     Storage::Cpu(CpuStorage::F32(wv)),
                     Some((wa, wz)),
-                ) => Some(dense_conv1d_f32(&xv[xa..xz], &wv[wa..wz], (b, cin, l), (cout, k), &p, l_out)),
+                ) => Some(dense_conv1d_f32(&xv[xa..xz], &wv[wa..wz], bias, (b, cin, l), (cout, k), &p, l_out)),
                 _ => None,
             }
         };
         let out = match in_place {
             Some(out) => out,
-            None => dense_conv1d_f32(&f32_vec(&x)?, &f32_vec(&w)?, (b, cin, l), (cout, k), &p, l_out),
+            None => dense_conv1d_f32(&f32_vec(&x)?, &f32_vec(&w)?, bias, (b, cin, l), (cout, k), &p, l_out),
         };
-        Tensor::from_vec(out, (b, cout, l_out), x.device())?
+        // The bias is already in: each output row started from it.
+        return Tensor::from_vec(out, (b, cout, l_out), x.device());
     } else {
         x.conv1d(w, p.padding, p.stride, p.dilation, p.groups)?
     };
@@ -142,24 +153,41 @@ pub fn conv1d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: ConvParams) -> R
 /// Column-buffer floats a tile of [`dense_conv1d_f32`] aims at (4 MB).
 const TILE_BUFFER: usize = 1 << 20;
 
-/// A dense (groups 1) f32 convolution, `(b, cin, l)` by `(cout, cin, k)`. Output columns go in
+/// A dense (groups 1) f32 convolution, `(b, cin, l)` by `(cout, cin, k)`, plus `bias` (cout,)
+/// when given (the gemm accumulates onto rows that start as the bias). Output columns go in
 /// tiles: the `k` input windows a tile reads are stacked into a column buffer whose rows follow
 /// the weight's own `(cin, k)` order, and one gemm writes the tile's columns of every output
 /// row in place. Unlike an im2col of the whole input (`cin·k` copies of it, then a transposed
 /// output to copy back), the buffer is a few MB, reused, and the tiles run on the pool's threads;
 /// when there are fewer tiles than threads (short inputs), the output channels are split too.
+/// A pointwise convolution (k = 1, stride 1, no padding) needs no buffer: its columns are the
+/// input's own rows, which the gemm reads in place.
 fn dense_conv1d_f32(
     xs: &[f32],
     ws: &[f32],
+    bias: Option<&[f32]>,
     (b, cin, l): (usize, usize, usize),
     (cout, k): (usize, usize),
     p: &ConvParams,
     l_out: usize,
 ) -> Vec<f32> {
-    let mut out = vec![0f32; b * cout * l_out];
+    let mut out = match bias {
+        // Written once here rather than added in a second pass over the output.
+        Some(bias) => {
+            let mut out = Vec::with_capacity(b * cout * l_out);
+            for _ in 0..b {
+                for &v in bias {
+                    out.extend(std::iter::repeat_n(v, l_out));
+                }
+            }
+            out
+        }
+        None => vec![0f32; b * cout * l_out],
+    };
     if out.is_empty() {
         return out;
     }
+    let pointwise = k == 1 && p.stride == 1 && p.padding == 0;
     let rows = cin * k;
     let tile = (TILE_BUFFER / rows.max(1)).clamp(64, 1024).min(l_out);
     let tiles = b * l_out.div_ceil(tile);
@@ -170,21 +198,29 @@ fn dense_conv1d_f32(
     let dst = OutPtr(out.as_mut_ptr());
     let run = |items: std::ops::Range<usize>| {
         let dst = &dst;
-        let mut cols = vec![0f32; rows * tile];
+        let mut cols = if pointwise { Vec::new() } else { vec![0f32; rows * tile] };
         let mut filled = usize::MAX;
         for item in items {
             let (t, s) = (item / splits, item % splits);
             let (bi, t0) = (t / l_out.div_ceil(tile), t % l_out.div_ceil(tile) * tile);
             let n = tile.min(l_out - t0);
             let (c0, m) = (s * block, block.min(cout - s * block));
-            if filled != t {
-                fill_columns(&mut cols[..rows * n], &xs[bi * cin * l..(bi + 1) * cin * l], (l, k), p, t0, n);
-                filled = t;
-            }
-            // SAFETY: `ws` is (cout, cin·k) row-major, of which rows c0..c0 + m are read, and
-            // `cols` (cin·k, n) row-major; the destination is the (m, n) block at rows c0.. and
-            // columns t0.. of batch item bi in `out` (row stride l_out): in bounds, and no other
-            // item writes it.
+            let x = &xs[bi * cin * l..(bi + 1) * cin * l];
+            // The (cin·k, n) right-hand side and its row stride.
+            let (rhs, rhs_stride) = if pointwise {
+                (x[t0..].as_ptr(), l)
+            } else {
+                if filled != t {
+                    fill_columns(&mut cols[..rows * n], x, (l, k), p, t0, n);
+                    filled = t;
+                }
+                (cols.as_ptr(), n)
+            };
+            // SAFETY: `ws` is (cout, cin·k) row-major, of which rows c0..c0 + m are read; `rhs`
+            // is (cin·k, n) with row stride `rhs_stride`: `cols`, or for a pointwise conv the
+            // input's rows from column t0 (t0 + n <= l_out = l); the destination is the (m, n)
+            // block at rows c0.. and columns t0.. of batch item bi in `out` (row stride l_out):
+            // in bounds, and no other item writes it.
             unsafe {
                 gemm::gemm(
                     m,
@@ -193,14 +229,14 @@ fn dense_conv1d_f32(
                     dst.0.add((bi * cout + c0) * l_out + t0),
                     1,
                     l_out as isize,
-                    false,
+                    bias.is_some(),
                     ws.as_ptr().add(c0 * rows),
                     1,
                     rows as isize,
-                    cols.as_ptr(),
+                    rhs,
                     1,
-                    n as isize,
-                    0.0,
+                    rhs_stride as isize,
+                    if bias.is_some() { 1.0 } else { 0.0 },
                     1.0,
                     false,
                     false,
@@ -288,6 +324,35 @@ pub fn conv_transpose1d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: ConvPa
             }
         });
         Tensor::from_vec(out, (b, cout, l_out), x.device())?.to_dtype(x.dtype())?
+    } else if p.groups == 1 && x.dtype() == C::F32 {
+        let bias = match bias {
+            Some(b) if b.elem_count() != cout => {
+                candle_core::bail!("bias {:?} does not match {cout} output channels", b.dims())
+            }
+            Some(b) => Some(f32_vec(b)?),
+            None => None,
+        };
+        let g = Geometry { b, cin, l, cout, k, stride: p.stride, dilation: p.dilation, padding: p.padding, l_out };
+        let (x, w) = (x.contiguous()?, w.contiguous()?);
+        let in_place = {
+            let (xg, xl) = x.storage_and_layout();
+            let (wg, wl) = w.storage_and_layout();
+            match (&*xg, xl.contiguous_offsets(), &*wg, wl.contiguous_offsets()) {
+                (
+                    Storage::Cpu(CpuStorage::F32(xv)),
+                    Some((xa, xz)),
+                    Storage::Cpu(CpuStorage::F32(wv)),
+                    Some((wa, wz)),
+                ) => Some(dense_conv_transpose1d_f32(&xv[xa..xz], &wv[wa..wz], bias.as_deref(), g)),
+                _ => None,
+            }
+        };
+        let out = match in_place {
+            Some(out) => out,
+            None => dense_conv_transpose1d_f32(&f32_vec(&x)?, &f32_vec(&w)?, bias.as_deref(), g),
+        };
+        // The bias is already in: each output row started from it.
+        return Tensor::from_vec(out, (b, cout, l_out), x.device());
     } else {
         let w = w.contiguous()?;
         let run = |x: &Tensor| x.conv_transpose1d(&w, p.padding, p.output_padding, p.stride, p.dilation, p.groups);

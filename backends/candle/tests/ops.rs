@@ -1046,6 +1046,8 @@ fn conv1d_stride_padding_dilation_groups() {
         (2, 3, 3000, 4, 7, 1, 3, 2, 1), // dense, several column tiles on the pool's threads
         (1, 2, 2500, 3, 4, 2, 5, 1, 1), // dense, strided, padding wider than a tile's overhang
         (1, 4, 20, 5, 3, 1, 1, 1, 1),   // dense, one tile: output channels split across threads
+        (2, 3, 3000, 5, 1, 1, 0, 1, 1), // pointwise: the input read in place, several tiles
+        (1, 8, 20, 70, 1, 1, 0, 1, 1),  // pointwise, one tile: output channels split
     ];
     for (i, &(bs, cin, l, cout, k, stride, padding, dilation, groups)) in cases.iter().enumerate() {
         let vx = rand_vec(bs * cin * l, 80 + i as u64);
@@ -1095,8 +1097,11 @@ fn conv_transpose1d_stride_padding_output_padding_groups() {
         (2, 4, 5, 6, 4, 2, 1, 1, 1, 2),
         (1, 3, 6, 2, 5, 3, 2, 2, 1, 1),
         (1, 2, 4, 4, 3, 2, 0, 0, 2, 2),
-        (2, 6, 5, 6, 4, 2, 1, 0, 1, 6), // depthwise upsampler (direct kernel)
-        (1, 3, 4, 3, 3, 3, 1, 2, 1, 3), // depthwise with output padding
+        (2, 6, 5, 6, 4, 2, 1, 0, 1, 6),     // depthwise upsampler (direct kernel)
+        (1, 3, 4, 3, 3, 3, 1, 2, 1, 3),     // depthwise with output padding
+        (2, 5, 300, 100, 4, 2, 2, 0, 1, 1), // dense: several column blocks and channel blocks
+        (1, 3, 7, 4, 3, 2, 4, 1, 2, 1),     // dense, dilated, padding past the first taps
+        (1, 4, 9, 3, 6, 3, 3, 0, 1, 1),     // dense, kernel = 2 strides, the codec's causal trim
     ];
     for (i, &(bs, cin, l, cout, k, stride, padding, output_padding, dilation, groups)) in cases.iter().enumerate() {
         let vx = rand_vec(bs * cin * l, 110 + i as u64);

@@ -20,6 +20,25 @@ use super::quantizer::SplitRvqDecoder;
 use super::state::Carry;
 use super::transformer::{Flavour, Transformer, TransformerShape};
 
+/// Per-stage wall time of a decode, logged at trace level (`INFER_LOG=infer_qwen3_tts=trace`):
+/// the split the codec's profile in docs/benchmarks.md is read from. Costs nothing when off.
+struct StageClock {
+    last: Option<std::time::Instant>,
+}
+
+impl StageClock {
+    fn new() -> Self {
+        StageClock { last: tracing::enabled!(tracing::Level::TRACE).then(std::time::Instant::now) }
+    }
+
+    fn stage(&mut self, name: &'static str) {
+        if let Some(t) = self.last {
+            tracing::trace!(stage = name, ms = t.elapsed().as_secs_f64() * 1e3, "qwen3-tts codec stage");
+            self.last = Some(std::time::Instant::now());
+        }
+    }
+}
+
 /// ConvNeXt block: depthwise causal conv (k=7), LayerNorm, pointwise MLP with GELU, gamma, residual.
 struct ConvNeXt {
     dwconv: CausalConv,
@@ -98,11 +117,13 @@ impl DecoderBlock {
         })
     }
 
-    fn forward(&self, x: &Tensor, carry: &mut Carry) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, carry: &mut Carry, lap: &mut StageClock) -> Result<Tensor> {
         let mut h = self.upsample.forward_stream(&self.act.forward(x)?, carry)?;
+        lap.stage("block SnakeBeta + conv-transpose");
         for unit in &self.units {
             h = unit.forward(&h, carry)?;
         }
+        lap.stage("block residual units");
         Ok(h)
     }
 }
@@ -187,19 +208,29 @@ impl Decoder {
     /// `ids[q]`: `(t,)` u32 codes of codebook `q` (validated by the caller). Gives `(1, 1, 1920 t)`.
     pub fn forward(&self, ids: &[Tensor], carry: &mut Carry) -> Result<Tensor> {
         carry.begin();
+        let mut lap = StageClock::new();
         let x = self.quantizer.decode(ids)?;
+        lap.stage("rvq dequantize");
         let x = self.pre_conv.forward_stream(&x, carry)?.transpose(1, 2)?;
+        lap.stage("pre-conv");
         let x = self.pre_transformer(&x, carry)?.transpose(1, 2)?;
         let mut x = x.contiguous()?;
+        lap.stage("pre-transformer");
         for (up, block) in &self.upsample {
-            x = block.forward(&up.forward_stream(&x, carry)?, carry)?;
+            x = up.forward_stream(&x, carry)?;
+            lap.stage("upsample conv-transpose");
+            x = block.forward(&x, carry)?;
+            lap.stage("upsample ConvNeXt");
         }
         let mut x = self.conv_in.forward_stream(&x, carry)?;
+        lap.stage("decoder conv-in");
         for block in &self.blocks {
-            x = block.forward(&x, carry)?;
+            x = block.forward(&x, carry, &mut lap)?;
         }
         let x = self.conv_out.forward_stream(&self.act_out.forward(&x)?, carry)?;
-        x.clamp(-1.0, 1.0)
+        let x = x.clamp(-1.0, 1.0)?;
+        lap.stage("SnakeBeta + conv-out");
+        Ok(x)
     }
 
     /// `(1, t, latent)` -> `(1, t, latent)`.

@@ -49,7 +49,7 @@ impl CausalConv {
     pub fn load(w: &Weights, shape: ConvShape, bias: bool) -> Result<Self> {
         let ConvShape { cin, cout, kernel, stride, dilation, groups } = shape;
         let weight = conv_weight(w, &[cout, cin / groups, kernel])?;
-        let bias = if bias { Some(w.get_shaped("bias", &[cout])?.reshape(&[1, cout, 1])?) } else { None };
+        let bias = if bias { Some(w.get_shaped("bias", &[cout])?) } else { None };
         let span = (kernel - 1) * dilation + 1;
         Ok(CausalConv { weight, bias, cin, stride, dilation, groups, span })
     }
@@ -57,11 +57,9 @@ impl CausalConv {
     /// Valid (unpadded) convolution of `x` `(1, cin, t)`.
     fn conv(&self, x: &Tensor) -> Result<Tensor> {
         let p = Conv1dParams { stride: self.stride, padding: 0, dilation: self.dilation, groups: self.groups };
-        let y = x.conv1d(&self.weight, None, p)?;
-        match &self.bias {
-            Some(b) => y.add(b),
-            None => Ok(y),
-        }
+        // The bias goes to the op: a backend can start the output from it instead of adding it
+        // in a second pass.
+        x.conv1d(&self.weight, self.bias.as_ref(), p)
     }
 
     /// Stride-1 causal conv as a stream: the last `span - 1` inputs of the previous call (zeros at
@@ -153,6 +151,11 @@ pub struct CausalConvTranspose {
     stride: usize,
     /// Earlier input frames that still overlap the current output: `ceil((kernel - stride) / stride)`.
     ctx_len: usize,
+    /// Output samples the op itself trims on each side (its `padding`): `kernel - stride` when the
+    /// kernel is a whole number of strides, where the carried frames' outputs on the left and the
+    /// `kernel - stride` tail on the right are equally long, so the op computes only the kept
+    /// samples and its output needs no narrowing copy; 0 otherwise.
+    trim: usize,
 }
 
 impl CausalConvTranspose {
@@ -160,7 +163,8 @@ impl CausalConvTranspose {
         let weight = conv_weight(w, &[cin, cout, kernel])?;
         let bias = Some(w.get_shaped("bias", &[cout])?);
         let ctx_len = (kernel - stride).div_ceil(stride);
-        Ok(CausalConvTranspose { weight, bias, cin, stride, ctx_len })
+        let trim = if kernel.is_multiple_of(stride) { kernel - stride } else { 0 };
+        Ok(CausalConvTranspose { weight, bias, cin, stride, ctx_len, trim })
     }
 
     /// Streams like [`CausalConv::forward_stream`]: the overlapping tail of earlier frames is
@@ -180,13 +184,18 @@ impl CausalConvTranspose {
             *slot = Some(full.narrow(2, full.dim(2) - self.ctx_len, self.ctx_len)?.contiguous()?);
             full
         };
+        let skip = self.ctx_len * self.stride;
         let y = full.conv_transpose1d(
             &self.weight,
             self.bias.as_ref(),
-            Conv1dParams { stride: self.stride, ..Default::default() },
+            Conv1dParams { stride: self.stride, padding: self.trim, ..Default::default() },
             0,
         )?;
-        y.narrow(2, self.ctx_len * self.stride, t * self.stride)
+        if self.trim == skip && y.dim(2) == t * self.stride {
+            // The padding trimmed exactly the carried frames' outputs and the right-hand tail.
+            return Ok(y);
+        }
+        y.narrow(2, skip - self.trim, t * self.stride)
     }
 }
 
