@@ -13,6 +13,7 @@ pub mod conv;
 pub mod convert;
 pub mod elementwise;
 pub mod error;
+mod fused_attention;
 pub mod gemv;
 pub mod ggml;
 pub mod half_gemm;
