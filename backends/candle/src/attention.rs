@@ -18,7 +18,7 @@ use crate::thin_product::{self, View};
 
 /// Score elements per query block (f32): 16 MiB (measured: 1.8x faster than 64 MiB for a
 /// 1024-token causal prefill, which also lets causal blocks skip the keys they cannot see).
-const BLOCK_ELEMS: usize = 1 << 22;
+pub const BLOCK_ELEMS: usize = 1 << 22;
 /// Below this many score elements the softmax runs on the calling thread.
 const PARALLEL_MIN: usize = 1 << 15;
 
@@ -62,9 +62,9 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, p: A
 }
 
 /// [`attention`] through the op-by-op path (batched products, then the softmax over a whole
-/// block) with query blocks of at most `block_elems` score elements, mask or not.
-#[cfg(test)]
-pub(crate) fn attention_blocked(
+/// block) with query blocks of at most `block_elems` score elements, mask or not. Public for
+/// the benchmark that sets it against the fused op (benches/attention.rs).
+pub fn attention_blocked(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,

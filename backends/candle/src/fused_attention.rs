@@ -20,6 +20,8 @@ use crate::thin_product::View;
 /// Query rows (query heads × queries) a prefill task aims for: enough for gemm's tiles, few
 /// enough that a task's scores (rows × keys) stay in a core's L2 for a few thousand keys.
 const TASK_ROWS: usize = 128;
+/// Fewest queries for which a KV head's query heads are split over tasks.
+const MIN_QUERIES_TO_SPLIT_HEADS: usize = 8;
 /// Below this many multiply-adds the op runs on the calling thread.
 const PARALLEL_MIN_MACS: usize = 1 << 18;
 
@@ -57,10 +59,16 @@ impl Plan {
     fn new(b: usize, hkv: usize, rep: usize, tq: usize, threads: usize) -> Plan {
         let queries = TASK_ROWS.div_ceil(rep).clamp(1, tq.max(1));
         let blocks = tq.div_ceil(queries);
-        // Decode and short prompts have fewer (batch, KV head, block) tasks than threads: split
-        // the query heads sharing a KV head too (each group reads the same keys).
+        // Short prompts have fewer (batch, KV head, block) tasks than threads: split the query
+        // heads sharing a KV head too. Each group reads all the KV head's keys and values, which
+        // pays while many queries share them (products), not at decode (streaming the cache:
+        // measured 2x slower there at 2048 keys).
         let base = b * hkv * blocks;
-        let want = (2 * threads).div_ceil(base.max(1)).clamp(1, rep);
+        let want = if threads > 1 && tq >= MIN_QUERIES_TO_SPLIT_HEADS {
+            (2 * threads).div_ceil(base.max(1)).clamp(1, rep)
+        } else {
+            1
+        };
         let heads = rep.div_ceil(want);
         let groups = rep.div_ceil(heads);
         Plan { b, hkv, rep, tq, heads, groups, queries, blocks }
@@ -247,7 +255,9 @@ mod tests {
     /// Every query head, query and batch row lands in exactly one task.
     #[test]
     fn tasks_cover_every_row_once() {
-        for (b, hkv, rep, tq, threads) in [(1, 1, 4, 1, 2), (2, 2, 7, 300, 2), (1, 3, 1, 5, 8), (1, 1, 8, 2, 16)] {
+        for (b, hkv, rep, tq, threads) in
+            [(1, 1, 4, 1, 2), (2, 2, 7, 300, 2), (1, 3, 1, 5, 8), (1, 1, 8, 12, 16), (1, 1, 8, 9, 2)]
+        {
             let plan = Plan::new(b, hkv, rep, tq, threads);
             let mut seen = vec![0u8; b * hkv * rep * tq];
             for t in 0..plan.tasks() {
