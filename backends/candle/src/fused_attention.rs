@@ -15,7 +15,7 @@ use candle_core::{CpuStorage, CustomOp3, DType as C, Layout, Result, Shape, Tens
 
 use crate::attention::{product, softmax_row, AttnParams, Visibility};
 use crate::out_ptr::OutPtr;
-use crate::thin_product::View;
+use crate::thin_product::{self, View};
 
 /// Query rows (query heads × queries) a prefill task aims for: enough for gemm's tiles, few
 /// enough that a task's scores (rows × keys) stay in a core's L2 for a few thousand keys.
@@ -69,7 +69,12 @@ impl Plan {
         } else {
             1
         };
-        let heads = rep.div_ceil(want);
+        let mut heads = rep.div_ceil(want);
+        // Keep the op-by-op path's kernel per row: where its block of rep · queries rows went to
+        // gemm, a task's rows must too (the thin product sums in another order).
+        if rep * queries > thin_product::MAX_ROWS {
+            heads = heads.max((thin_product::MAX_ROWS / queries + 1).min(rep));
+        }
         let groups = rep.div_ceil(heads);
         Plan { b, hkv, rep, tq, heads, groups, queries, blocks }
     }
