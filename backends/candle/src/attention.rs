@@ -119,12 +119,11 @@ fn attention_with(
     };
     let (qf, kf, vf) = (to_f32(q)?, matmul_ready(to_f32(k)?)?, matmul_ready(to_f32(v)?)?);
     let p = AttnParams { probs_dtype: cache_dtype, ..p };
-    // The fused op where it pays and where its sums are the op-by-op path's: decode-shaped
-    // products (the same thin kernel), and prompts the op-by-op path would cut into several
-    // blocks. A prompt that fits one block keeps the op-by-op path: gemm over a task's rows and
-    // keys rounds differently (Gemma 3's gguf_parity worst near-tie gap moved 0.214 -> 0.267).
-    let rep_rows = (hq / hkv) * tq;
-    let fused = rep_rows <= thin_product::MAX_ROWS || b * hq * tq * tk > BLOCK_ELEMS;
+    // The fused op for prompts the op-by-op path would cut into several blocks. Elsewhere its
+    // sums differ from the op-by-op path's in the last bits (task-sized gemm calls; at decode,
+    // by a cause not yet found), which moved Gemma 3's gguf_parity worst near-tie gap from
+    // 0.214 to 0.267, so short prompts and decode keep the op-by-op path for now.
+    let fused = b * hq * tq * tk > BLOCK_ELEMS;
     if mask.is_none() && block_elems.is_none() && fused {
         let out = crate::fused_attention::attend(&qf.contiguous()?, &kf, &vf, p)?;
         return if out.dtype() != out_dtype { out.to_dtype(out_dtype) } else { Ok(out) };
