@@ -119,10 +119,11 @@ fn attention_with(
     };
     let (qf, kf, vf) = (to_f32(q)?, matmul_ready(to_f32(k)?)?, matmul_ready(to_f32(v)?)?);
     let p = AttnParams { probs_dtype: cache_dtype, ..p };
-    // The fused op for prompts the op-by-op path would cut into several blocks. Elsewhere its
-    // sums differ from the op-by-op path's in the last bits (task-sized gemm calls; at decode,
-    // by a cause not yet found), which moved Gemma 3's gguf_parity worst near-tie gap from
-    // 0.214 to 0.267, so short prompts and decode keep the op-by-op path for now.
+    // The fused op for prompts the op-by-op path would cut into several blocks (where the
+    // serial work it removes is large). Its gemm calls split the keys differently, so sums
+    // differ in the last bits: gguf_parity's 1531-token Gemma 3 prompt moves the worst
+    // near-tie gap 0.214 -> 0.267 (agreement unchanged). Short prompts and decode, where the gain
+    // is small, keep the op-by-op path's exact numbers.
     let fused = b * hq * tq * tk > BLOCK_ELEMS;
     if mask.is_none() && block_elems.is_none() && fused {
         let out = crate::fused_attention::attend(&qf.contiguous()?, &kf, &vf, p)?;
