@@ -14,6 +14,11 @@
 #     infer runs it with --dtype bf16, transformers (tools/bench/transformers_bench.py) in bf16.
 # Environment knobs (defaults in brackets):
 #   PROMPT_TOKENS [128]  GEN_TOKENS [64]  RUNS [3]  (medians of RUNS timed runs after one warm-up)
+#     PROMPT_TOKENS may list several lengths ("128 2048"): each is a row of its own, decode runs at
+#     that depth (after the prompt). Both GGUFs allow 32768 positions.
+#   INFER_KV_DTYPES [""]  infer's KV cache dtypes, one row each ("f32 f16"); empty: the compute
+#     dtype (--dtype), infer's default.  LLAMA_KV_DTYPES [f16]  llama.cpp's (its default is f16).
+#   LLAMACPP_VENV [$INFER_VENV_DIR/llamacpp]  the llama-cpp-python venv
 #   INFER_THREADS ["2 1"]  LLAMA_THREADS ["2 1"]  TRANSFORMERS_THREADS ["2 1"]  thread counts
 #   INFER_BIN [${CARGO_TARGET_DIR:-target}/release/infer]  the binary to measure (built by this
 #     script unless --no-build; copied into the result directory either way)
@@ -34,6 +39,8 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 MODELS_DIR="${INFER_MODELS_DIR:-$HOME/.cache/infer/models}"
 VENV_DIR="${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}"
 PROMPT_TOKENS="${PROMPT_TOKENS:-128}"
+INFER_KV_DTYPES="${INFER_KV_DTYPES:-}"
+LLAMA_KV_DTYPES="${LLAMA_KV_DTYPES:-f16}"
 GEN_TOKENS="${GEN_TOKENS:-64}"
 RUNS="${RUNS:-3}"
 INFER_THREADS="${INFER_THREADS:-2 1}"
@@ -66,7 +73,7 @@ declare -A PEER=([gemma]=llama.cpp [qwen]=llama.cpp [qwen3-bf16]=transformers)
 declare -A DTYPE=([gemma]=f32 [qwen]=f32 [qwen3-bf16]=bf16)
 declare -A HOWTO=([gemma]="tools/models/fetch.sh" [qwen]="tools/models/fetch.sh"
                   [qwen3-bf16]="$VENV_DIR/transformers/bin/python tools/bench/make_qwen3_bench.py")
-declare -A PEER_VENV=([llama.cpp]="$VENV_DIR/llamacpp" [transformers]="$VENV_DIR/transformers")
+declare -A PEER_VENV=([llama.cpp]="${LLAMACPP_VENV:-$VENV_DIR/llamacpp}" [transformers]="$VENV_DIR/transformers")
 declare -A PEER_SETUP=([llama.cpp]=tools/fixtures/setup_llamacpp_venv.sh [transformers]=tools/fixtures/setup_venv.sh)
 
 for k in "${keys[@]}"; do
@@ -123,7 +130,8 @@ measure() {
   [ "$rc" = 0 ] || { echo "$name failed (rc $rc):" >&2; cat "$OUT/$name.stderr" >&2; exit 1; }
 }
 
-# record KEY IMPL THREADS NAME: appends one line to runs.jsonl.
+# record KEY IMPL THREADS NAME: appends one line to runs.jsonl (prompt_tokens and kv_dtype copied
+# from the result, kv_dtype null where the implementation does not say).
 record() {
   local key="$1" impl="$2" threads="$3" name="$4"
   python3 - "$OUT" "$key" "$impl" "$threads" "$name" "$(weight_bytes "$MODELS_DIR/${FILES[$key]}")" <<'PY'
@@ -131,10 +139,12 @@ import json, sys
 out, key, impl, threads, name, size = sys.argv[1:]
 marks = open(f"{out}/{name}.contention").read().split()
 la = open(f"{out}/{name}.loadavg").read().split()
+result = json.loads(open(f"{out}/{name}.json").read())
 line = {"impl": impl, "model_key": key, "threads": int(threads), "file_bytes": int(size),
+        "prompt_tokens": result["prompt_tokens"], "kv_dtype": result.get("kv_dtype"),
         "contended_s": marks.count("1"), "samples": len(marks),
         "loadavg_start": float(la[0]), "loadavg_end": float(la[1]),
-        "result": json.loads(open(f"{out}/{name}.json").read())}
+        "result": result}
 with open(f"{out}/runs.jsonl", "a") as f:
     f.write(json.dumps(line) + "\n")
 PY
@@ -149,27 +159,39 @@ for k in "${keys[@]}"; do
   peer="${PEER[$k]}"
   py="${PEER_VENV[$peer]}/bin/python"
   if [ "$peer" = llama.cpp ]; then peer_threads="$LLAMA_THREADS"; else peer_threads="$TRANSFORMERS_THREADS"; fi
-  for t in $(printf '%s\n' $peer_threads $INFER_THREADS | sort -rnu); do
-    if [[ " $peer_threads " == *" $t "* ]]; then
-      echo "$k: $peer, $t thread(s)..." >&2
-      if [ "$peer" = llama.cpp ]; then
-        measure "llamacpp-$k-t$t" "$py" "$REPO/tools/bench/llamacpp_bench.py" "$model" \
-          --threads "$t" --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" --runs "$RUNS"
-        record "$k" llama.cpp "$t" "llamacpp-$k-t$t"
-      else
-        measure "transformers-$k-t$t" env OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t" "$py" \
-          "$REPO/tools/bench/transformers_bench.py" "$model" --dtype "${DTYPE[$k]}" --threads "$t" \
-          --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" --runs "$RUNS"
-        record "$k" transformers "$t" "transformers-$k-t$t"
+  for p in $PROMPT_TOKENS; do
+    for t in $(printf '%s\n' $peer_threads $INFER_THREADS | sort -rnu); do
+      if [[ " $peer_threads " == *" $t "* ]]; then
+        if [ "$peer" = llama.cpp ]; then
+          for kv in $LLAMA_KV_DTYPES; do
+            echo "$k: $peer, $p prompt tokens, kv $kv, $t thread(s)..." >&2
+            name="llamacpp-$k-p$p-kv$kv-t$t"
+            measure "$name" "$py" "$REPO/tools/bench/llamacpp_bench.py" "$model" --threads "$t" \
+              --prompt-tokens "$p" --gen-tokens "$GEN_TOKENS" --runs "$RUNS" --kv-dtype "$kv"
+            record "$k" llama.cpp "$t" "$name"
+          done
+        else
+          echo "$k: $peer, $p prompt tokens, $t thread(s)..." >&2
+          name="transformers-$k-p$p-t$t"
+          measure "$name" env OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t" "$py" \
+            "$REPO/tools/bench/transformers_bench.py" "$model" --dtype "${DTYPE[$k]}" --threads "$t" \
+            --prompt-tokens "$p" --gen-tokens "$GEN_TOKENS" --runs "$RUNS"
+          record "$k" transformers "$t" "$name"
+        fi
       fi
-    fi
-    if [[ " $INFER_THREADS " == *" $t "* ]]; then
-      echo "$k: infer (candle, ${DTYPE[$k]}), $t thread(s)..." >&2
-      measure "infer-$k-t$t" env CANDLE_NUM_THREADS="$t" RAYON_NUM_THREADS="$t" "$OUT/infer" bench \
-        --model "$model" --backend candle --dtype "${DTYPE[$k]}" --prompt-tokens "$PROMPT_TOKENS" \
-        --gen-tokens "$GEN_TOKENS" --runs "$RUNS" --json
-      record "$k" infer "$t" "infer-$k-t$t"
-    fi
+      if [[ " $INFER_THREADS " == *" $t "* ]]; then
+        for kv in ${INFER_KV_DTYPES:-default}; do
+          echo "$k: infer (candle, ${DTYPE[$k]}, kv $kv), $p prompt tokens, $t thread(s)..." >&2
+          kv_flag=()
+          [ "$kv" = default ] || kv_flag=(--kv-dtype "$kv")
+          name="infer-$k-p$p-kv$kv-t$t"
+          measure "$name" env CANDLE_NUM_THREADS="$t" RAYON_NUM_THREADS="$t" "$OUT/infer" bench \
+            --model "$model" --backend candle --dtype "${DTYPE[$k]}" "${kv_flag[@]}" --prompt-tokens "$p" \
+            --gen-tokens "$GEN_TOKENS" --runs "$RUNS" --json
+          record "$k" infer "$t" "$name"
+        done
+      fi
+    done
   done
 done
 

@@ -2,7 +2,7 @@
 """llama.cpp (llama-cpp-python) counterpart of `infer bench --json`: one model, one thread count.
 
     ~/.cache/infer/venvs/llamacpp/bin/python tools/bench/llamacpp_bench.py MODEL.gguf \
-        [--threads 2] [--prompt-tokens 128] [--gen-tokens 64] [--runs 3]
+        [--threads 2] [--prompt-tokens 128] [--gen-tokens 64] [--runs 3] [--kv-dtype f16]
 
 Prints one JSON object with the same keys as `infer bench --json` (prefill_tok_s, decode_tok_s,
 ttft_ms, peak_rss_mb, load_seconds; medians over --runs timed runs after one warm-up run).
@@ -38,6 +38,10 @@ import llama_cpp
 from llama_cpp import Llama
 
 
+# ggml_type ids of the KV cache types (llama_cpp.GGML_TYPE_F32, GGML_TYPE_F16).
+KV_TYPES = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16}
+
+
 def rss_mb() -> float:
     # Linux: ru_maxrss in KiB; infer reports VmHWM (KiB) * 1024 / 1e6, so do the same.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
@@ -51,6 +55,8 @@ def main() -> None:
     ap.add_argument("--gen-tokens", type=int, default=64)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--n-ctx", type=int, default=0, help="default: prompt + gen rounded up to 256")
+    ap.add_argument("--kv-dtype", choices=sorted(KV_TYPES), default="f16",
+                    help="KV cache storage type (llama.cpp's default: f16)")
     args = ap.parse_args()
     if args.runs < 1 or args.prompt_tokens < 1 or args.gen_tokens < 2:
         ap.error("need --runs >= 1, --prompt-tokens >= 1, --gen-tokens >= 2")
@@ -66,6 +72,8 @@ def main() -> None:
         n_threads=args.threads,
         n_threads_batch=args.threads,
         logits_all=False,
+        type_k=KV_TYPES[args.kv_dtype],
+        type_v=KV_TYPES[args.kv_dtype],
         verbose=False,
     )
     load_s = time.perf_counter() - t0
@@ -108,6 +116,9 @@ def main() -> None:
         "model": os.path.abspath(args.model),
         "threads": args.threads,
         "n_ctx": n_ctx,
+        "kv_dtype": args.kv_dtype,
+        # llama-cpp-python's default; the attention runs as separate ggml ops (no fused kernel).
+        "flash_attn": False,
         "prompt_tokens": args.prompt_tokens,
         "gen_tokens": args.gen_tokens,
         "runs": args.runs,

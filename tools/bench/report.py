@@ -49,23 +49,26 @@ def main() -> None:
     runs, membw, machine, idle = load(d)
     out = []
     p = runs[0]["result"]
+    prompts = sorted({r["result"]["prompt_tokens"] for r in runs})
     out.append(
-        f"Prompt {p['prompt_tokens']} tokens, {p['gen_tokens']} generated (greedy, EOS ignored), "
+        f"Prompt {' / '.join(map(str, prompts))} tokens (decode runs after the prompt, at that depth), "
+        f"{p['gen_tokens']} generated (greedy, EOS ignored), "
         f"median of {p['runs']} timed runs after 1 warm-up. "
         f"Machine: {machine['cpu']} ({machine['cores']} cores), idle before measuring: "
         f"{'yes' if idle['idle'] else 'NO'} ({idle['note']})."
     )
     out.append("")
-    out.append("| model | impl | threads | prefill tok/s | decode tok/s | TTFT ms | peak RSS MB | load s "
+    out.append("| model | prompt | impl | KV | threads | prefill tok/s | decode tok/s | TTFT ms | peak RSS MB | load s "
                "| decode floor tok/s | % of floor | contended s | load avg |")
-    out.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    for r in runs:
+    out.append("| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in sorted(runs, key=lambda r: r["result"]["prompt_tokens"]):
         res = r["result"]
         bw = read_bw(membw, r["threads"])
         floor = bw * 1e9 / r["file_bytes"] if bw else None
         pct = 100 * res["decode_tok_s"] / floor if floor else None
         out.append(
-            f"| {NAMES.get(r['model_key'], r['model_key'])} | {r['impl']} | {r['threads']} "
+            f"| {NAMES.get(r['model_key'], r['model_key'])} | {r['result']['prompt_tokens']} | {r['impl']} "
+            f"| {r['result'].get('kv_dtype', '–')} | {r['threads']} "
             f"| {fmt(res['prefill_tok_s'])} | {fmt(res['decode_tok_s'])} | {fmt(res['ttft_ms'], 0)} "
             f"| {fmt(res['peak_rss_mb'], 0)} | {fmt(res['load_seconds'], 2)} | {fmt(floor)} | {fmt(pct, 0)}% "
             f"| {r['contended_s']}/{r['samples']} | {r['loadavg_start']:.2f} → {r['loadavg_end']:.2f} |"
@@ -83,25 +86,36 @@ def main() -> None:
     out.append("Ratios infer / peer (same model; > 1 means infer is faster for tok/s, "
                "larger for TTFT and RSS):")
     out.append("")
-    out.append("| model | peer | infer threads | peer threads | prefill | decode | TTFT | peak RSS |")
-    out.append("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
-    by = {(r["model_key"], r["impl"], r["threads"]): r["result"] for r in runs}
+    out.append("| model | prompt | peer | infer KV | peer KV | infer threads | peer threads "
+               "| prefill | decode | TTFT | peak RSS |")
+    out.append("| --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
+    # One row per (model, prompt length, KV dtype pairing, thread pairing); an infer KV dtype is
+    # set against the peer's same dtype when the peer ran it, else against each of the peer's.
+    kv = lambda r: r["result"].get("kv_dtype", "–")
+    by = {(r["model_key"], r["result"]["prompt_tokens"], r["impl"], kv(r), r["threads"]): r["result"] for r in runs}
     models = list(dict.fromkeys(r["model_key"] for r in runs))
     for m in models:
-        infer_threads = sorted({t for (mk, im, t) in by if mk == m and im == "infer"}, reverse=True)
-        for peer in dict.fromkeys(im for (mk, im, t) in by if mk == m and im != "infer"):
-            peer_threads = sorted({t for (mk, im, t) in by if mk == m and im == peer}, reverse=True)
-            for it in infer_threads:
-                for pt in peer_threads:
-                    if it != pt and it != max(infer_threads):
-                        continue  # infer's other thread counts only against the peer at the same count
-                    a, b = by[(m, "infer", it)], by[(m, peer, pt)]
-                    out.append(
-                        f"| {NAMES.get(m, m)} | {peer} | {it} | {pt} "
-                        f"| {a['prefill_tok_s'] / b['prefill_tok_s']:.2f} "
-                        f"| {a['decode_tok_s'] / b['decode_tok_s']:.2f} | {a['ttft_ms'] / b['ttft_ms']:.2f} "
-                        f"| {a['peak_rss_mb'] / b['peak_rss_mb']:.2f} |"
-                    )
+        for pr in prompts:
+            mine = [key for key in by if key[0] == m and key[1] == pr]
+            infer_threads = sorted({t for (_, _, im, _, t) in mine if im == "infer"}, reverse=True)
+            for peer in dict.fromkeys(im for (_, _, im, _, _) in mine if im != "infer"):
+                peer_threads = sorted({t for (_, _, im, _, t) in mine if im == peer}, reverse=True)
+                peer_kvs = list(dict.fromkeys(k for (_, _, im, k, _) in mine if im == peer))
+                for ikv in dict.fromkeys(k for (_, _, im, k, _) in mine if im == "infer"):
+                    for pkv in [ikv] if ikv in peer_kvs else peer_kvs:
+                        for it in infer_threads:
+                            for pt in peer_threads:
+                                if it != pt and it != max(infer_threads):
+                                    continue  # infer's other thread counts only against the peer at the same count
+                                a, b = by.get((m, pr, "infer", ikv, it)), by.get((m, pr, peer, pkv, pt))
+                                if a is None or b is None:
+                                    continue
+                                out.append(
+                                    f"| {NAMES.get(m, m)} | {pr} | {peer} | {ikv} | {pkv} | {it} | {pt} "
+                                    f"| {a['prefill_tok_s'] / b['prefill_tok_s']:.2f} "
+                                    f"| {a['decode_tok_s'] / b['decode_tok_s']:.2f} | {a['ttft_ms'] / b['ttft_ms']:.2f} "
+                                    f"| {a['peak_rss_mb'] / b['peak_rss_mb']:.2f} |"
+                                )
     out.append("")
     out.append("Memory bandwidth (tools/bench/membw.c, 1 GiB buffer, GB/s = 1e9 B/s, median / best of "
                f"{membw['reps']}):")

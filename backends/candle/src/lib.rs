@@ -14,6 +14,7 @@ mod conv_transpose;
 pub mod convert;
 pub mod elementwise;
 pub mod error;
+mod fused_attention;
 pub mod gemv;
 pub mod ggml;
 pub mod half_gemm;

@@ -11,7 +11,8 @@ use super::shared::ModelArgs;
 pub struct BenchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Prompt length in tokens (a fixed pattern of ordinary token ids).
+    /// Prompt length in tokens (a fixed pattern of ordinary token ids). Decode then runs at this
+    /// depth: `--prompt-tokens 2048` measures a long-context prefill and decode after it.
     #[arg(long, default_value_t = 128)]
     pub prompt_tokens: usize,
     /// Tokens to decode per run.
@@ -40,6 +41,18 @@ pub fn run(registry: &Registry, args: BenchArgs) -> Result<()> {
     let load_secs = load_start.elapsed().as_secs_f64();
     // Ordinary ids from the middle of the vocabulary: no special tokens, no early EOS matters
     // since EOS is ignored. Kept inside the vocabulary of tiny test checkpoints too.
+    let max_positions = model.info().max_position_embeddings;
+    let context = args.prompt_tokens + args.gen_tokens;
+    if max_positions > 0 && context > max_positions {
+        bail!(
+            "--prompt-tokens {} + --gen-tokens {} = {context} exceeds the model's context of {max_positions} positions",
+            args.prompt_tokens,
+            args.gen_tokens
+        );
+    }
+    if args.model.context_len > 0 && context > args.model.context_len {
+        bail!("--prompt-tokens + --gen-tokens = {context} exceeds --context-len {}", args.model.context_len);
+    }
     let vocab = model.info().vocab_size as u32;
     let (first, span) = (1000.min(vocab / 2), 500.min(vocab - vocab / 2).max(1));
     let prompt: Vec<u32> = (0..args.prompt_tokens as u32).map(|i| first + (i * 7) % span).collect();
@@ -78,15 +91,20 @@ pub fn run(registry: &Registry, args: BenchArgs) -> Result<()> {
         "all_prefill_tok_s": prefill,
         "all_decode_tok_s": decode,
         "all_ttft_ms": ttft.iter().map(|s| s * 1e3).collect::<Vec<_>>(),
+        // The model's context limit (0: none stated); decode ran at depths prompt_tokens ..
+        // prompt_tokens + gen_tokens.
+        "max_positions": max_positions,
         "kv_dtype": args.model.kv_dtype.clone().unwrap_or_else(|| info.dtype.as_str().to_string()),
     });
     if args.json {
         println!("{result}");
     } else {
         println!(
-            "{} ({}): prefill {:.1} tok/s, decode {:.1} tok/s, ttft {:.0} ms, peak RSS {:.0} MB (median of {} runs, load {:.2} s)",
+            "{} ({}, kv {}), {} prompt tokens: prefill {:.1} tok/s, decode {:.1} tok/s, ttft {:.0} ms, peak RSS {:.0} MB (median of {} runs, load {:.2} s)",
             info.architecture.as_str(),
             info.dtype.as_str(),
+            result["kv_dtype"].as_str().unwrap_or("?"),
+            args.prompt_tokens,
             result["prefill_tok_s"].as_f64().unwrap_or(0.0),
             result["decode_tok_s"].as_f64().unwrap_or(0.0),
             result["ttft_ms"].as_f64().unwrap_or(0.0),

@@ -1,0 +1,77 @@
+//! Causal attention, the fused op on the thread pool against the op-by-op path (batched
+//! products on gemm's threads, softmax on the pool, the rest on the calling thread), side by
+//! side in one run: a whole prompt (prefill) and one query against a cache of that depth
+//! (decode), at 128 and 2048 tokens, on two real models' head shapes.
+//!
+//! `cargo bench -p infer-backend-candle --bench attention [-- NAME...]`; threads:
+//! `CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS` (set both). NAME: run the rows whose label
+//! contains it. Prints the best milliseconds per call of each path and their ratio.
+
+use std::time::Instant;
+
+use candle_core::{Device, Tensor};
+use infer_backend_candle::attention::{attention, attention_blocked, AttnParams, BLOCK_ELEMS};
+
+/// (label, query heads, KV heads, head dim).
+const MODELS: [(&str, usize, usize, usize); 2] = [("gemma3-270m", 4, 1, 256), ("qwen2.5-0.5b", 14, 2, 64)];
+
+fn tensor(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut s = seed;
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+}
+
+/// Best seconds per call of `f` (one warm-up call) over at least `runs` calls and 0.5 s.
+fn best(runs: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let start = Instant::now();
+    let mut best = f64::MAX;
+    let mut i = 0;
+    while i < runs || start.elapsed().as_secs_f64() < 0.5 {
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed().as_secs_f64());
+        i += 1;
+    }
+    best
+}
+
+fn main() {
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let want = |label: &str| filter.is_empty() || filter.iter().any(|f| label.contains(f.as_str()));
+    println!("threads {}", candle_core::utils::get_num_threads());
+    println!("| shape | op-by-op ms | fused ms | speedup |");
+    println!("| --- | ---: | ---: | ---: |");
+    for (model, hq, hkv, d) in MODELS {
+        for depth in [128, 2048] {
+            // The cache as a model holds it: a narrowed view of a longer buffer.
+            let kbuf = tensor(&[1, hkv, depth + 256, d], 2);
+            let vbuf = tensor(&[1, hkv, depth + 256, d], 3);
+            let (k, v) = (kbuf.narrow(2, 0, depth).unwrap(), vbuf.narrow(2, 0, depth).unwrap());
+            for (phase, tq) in [("prefill", depth), ("decode", 1)] {
+                let label = format!("{model} {phase} {depth}");
+                if !want(&label) {
+                    continue;
+                }
+                let q = tensor(&[1, hq, tq, d], 1);
+                let p = AttnParams {
+                    scale: 1.0 / (d as f32).sqrt(),
+                    causal: true,
+                    window: 0,
+                    softcap: 0.0,
+                    probs_dtype: None,
+                };
+                let runs = if tq > 1 { 5 } else { 50 };
+                let old = best(runs, || drop(attention_blocked(&q, &k, &v, None, p, BLOCK_ELEMS).unwrap()));
+                let new = best(runs, || drop(attention(&q, &k, &v, None, p).unwrap()));
+                println!("| {label} | {:.3} | {:.3} | {:.2}x |", old * 1e3, new * 1e3, old / new);
+            }
+        }
+    }
+}
