@@ -9,7 +9,7 @@
 # tools/bench/make_voxtral_tts_bench.py --shape real4); a missing one is skipped. Knobs [defaults]:
 #   STREAM_FRAMES [1] frames per chunk (1 frame = 80 ms of audio, the smallest chunk)
 #   FRAMES [3] frames generated a run (only the first chunk is timed)   RUNS [3] fresh processes, median
-#   THREADS [2]   DTYPES ["f32 bf16"]   MODELS ["qwen3-tts-0.6b voxtral-tts-real4"]
+#   THREADS [2]   DTYPES ["f32 bf16"] (a dtype, optionally +QUANT: "f32+q8_0")   MODELS ["qwen3-tts-0.6b voxtral-tts-real4"]
 #   TEXT [one sentence]   IDLE_QUIET_S [30] IDLE_LOAD [0.5] IDLE_MAX_WAIT_S [600] (as tts_compare.sh)
 #   BENCH_OUT [/tmp/infer-ttfa-<timestamp>]   CARGO_TARGET_DIR [~/.cache/infer/target]
 set -euo pipefail
@@ -75,10 +75,13 @@ for m in $MODELS; do
     *) echo "unknown model $m (qwen3-tts-0.6b, voxtral-tts-real4)" >&2; exit 2 ;;
   esac
   [ -d "$dir" ] || { echo "skipping $m: $dir is missing" >&2; continue; }
-  for dt in $DTYPES; do
+  for fmt in $DTYPES; do
+    # FORMAT is a compute dtype, optionally +QUANT (infer speak --dtype D --quant Q), as in tts_quant.sh.
+    dt="${fmt%%+*}" q=()
+    [[ "$fmt" == *+* ]] && q=(--quant "${fmt#*+}")
     wait_idle
-    echo "$m $dt..." >&2
-    measure "$m-$dt" python3 "$REPO/tools/bench/$script" infer "$dir" "${common[@]}" --dtype "$dt" "${extra[@]}"
+    echo "$m $fmt..." >&2
+    measure "$m-$fmt" python3 "$REPO/tools/bench/$script" infer "$dir" "${common[@]}" --dtype "$dt" "${q[@]}" "${extra[@]}"
   done
 done
 
@@ -98,7 +101,8 @@ for line in (out / "runs.jsonl").read_text().splitlines():
     r = json.loads(line)
     model = r["name"].rsplit("-", 1)[0]
     prefill = r.get("first_prefill_s", r.get("prefill_s"))
-    print(f"| {model} | {r['dtype']} | **{f(r['first_audio_s'])}** | {f(prefill)} | {f(r.get('first_predictor_s'))} "
+    fmt = r["dtype"] + (f"+{r['quant']}" if r.get("quant") else "")
+    print(f"| {model} | {fmt} | **{f(r['first_audio_s'])}** | {f(prefill)} | {f(r.get('first_predictor_s'))} "
           f"| {f(r.get('first_decode_s'))} | {f(r['synth_s'], 2)} ({int(r['frames'])}) "
           f"| {r['loadavg_start']:.1f}–{r['loadavg_end']:.1f} | {r['contended_s']}/{r['samples']} |")
 PY
