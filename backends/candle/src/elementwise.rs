@@ -8,6 +8,8 @@
 use candle_core::{CpuStorage, DType as C, Result, Shape, Storage, Tensor};
 use infer_core::{BinaryOp, CmpOp, UnaryOp};
 
+use half::slice::HalfFloatSliceExt;
+
 use crate::out_ptr::OutPtr;
 
 pub fn is_float(d: C) -> bool {
@@ -71,7 +73,7 @@ pub fn unary(x: &Tensor, op: UnaryOp) -> Result<Tensor> {
         UnaryOp::Recip => x.recip(),
         UnaryOp::Abs => x.abs(),
         UnaryOp::Sqr => x.sqr(),
-        UnaryOp::Sin => match map_f32(x, Act::Sin)? {
+        UnaryOp::Sin => match map_act(x, Act::Sin)? {
             Some(y) => Ok(y),
             None => x.sin(),
         },
@@ -79,11 +81,11 @@ pub fn unary(x: &Tensor, op: UnaryOp) -> Result<Tensor> {
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Sigmoid => candle_nn::ops::sigmoid(x),
         UnaryOp::Relu => x.relu(),
-        UnaryOp::Silu => match map_f32(x, Act::Silu)? {
+        UnaryOp::Silu => match map_act(x, Act::Silu)? {
             Some(y) => Ok(y),
             None => x.silu(),
         },
-        UnaryOp::GeluTanh => match map_f32(x, Act::GeluTanh)? {
+        UnaryOp::GeluTanh => match map_act(x, Act::GeluTanh)? {
             Some(y) => Ok(y),
             None => x.gelu(),
         },
@@ -169,7 +171,7 @@ pub fn broadcast(x: &Tensor, shape: &[usize]) -> Result<Tensor> {
     x.broadcast_as(Shape::from_dims(shape))
 }
 
-/// An activation computed by [`map_f32`].
+/// An activation computed by [`map_act`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Act {
     /// `x · σ(x)`.
@@ -185,35 +187,63 @@ const ACT_PARALLEL_MIN: usize = 1 << 15;
 /// Values per work item when split across the pool.
 const ACT_CHUNK: usize = 1 << 12;
 
-/// `act` of an f32 CPU tensor into a new contiguous tensor; `None` for other dtypes.
-fn map_f32(x: &Tensor, act: Act) -> Result<Option<Tensor>> {
-    if x.dtype() != C::F32 || !x.device().is_cpu() {
+/// `act` of an f32, bf16 or f16 CPU tensor into a new contiguous tensor of the same dtype;
+/// `None` for other dtypes. Half values are widened, computed in f32 and rounded once, as
+/// PyTorch's CPU kernels do (candle's own half activations round after every step and call
+/// libm one value at a time).
+fn map_act(x: &Tensor, act: Act) -> Result<Option<Tensor>> {
+    if !matches!(x.dtype(), C::F32 | C::BF16 | C::F16) || !x.device().is_cpu() {
         return Ok(None);
     }
     let x = x.contiguous()?;
-    let out = {
-        let (storage, layout) = x.storage_and_layout();
-        let (Storage::Cpu(CpuStorage::F32(v)), Some((a, z))) = (&*storage, layout.contiguous_offsets()) else {
-            return Ok(None);
-        };
-        let src = &v[a..z];
-        let mut out = vec![0f32; src.len()];
-        if src.len() < ACT_PARALLEL_MIN {
-            act_slice(act, src, &mut out);
-        } else {
-            let dst = OutPtr(out.as_mut_ptr());
-            let chunks = src.len().div_ceil(ACT_CHUNK);
-            candle_core::utils::barrier_pool().execute_chunked(chunks, |r| {
-                let dst = &dst;
-                let (lo, hi) = (r.start * ACT_CHUNK, (r.end * ACT_CHUNK).min(src.len()));
-                // SAFETY: each chunk index goes to one worker; the ranges are disjoint and in bounds.
-                let d = unsafe { std::slice::from_raw_parts_mut(dst.0.add(lo), hi - lo) };
-                act_slice(act, &src[lo..hi], d);
-            });
-        }
-        out
+    let (storage, layout) = x.storage_and_layout();
+    let Some((a, z)) = layout.contiguous_offsets() else {
+        return Ok(None);
     };
-    Ok(Some(Tensor::from_vec(out, x.shape(), x.device())?))
+    let (shape, device) = (x.shape(), x.device());
+    let y = match &*storage {
+        Storage::Cpu(CpuStorage::F32(v)) => Tensor::from_vec(map_par(act, &v[a..z], act_slice), shape, device)?,
+        Storage::Cpu(CpuStorage::BF16(v)) => Tensor::from_vec(map_par(act, &v[a..z], act_half), shape, device)?,
+        Storage::Cpu(CpuStorage::F16(v)) => Tensor::from_vec(map_par(act, &v[a..z], act_half), shape, device)?,
+        _ => return Ok(None),
+    };
+    Ok(Some(y))
+}
+
+/// `act_chunk` over `src` into a new buffer, split across candle's pool when large.
+fn map_par<T: Copy + Default + Send + Sync>(act: Act, src: &[T], act_chunk: fn(Act, &[T], &mut [T])) -> Vec<T> {
+    let mut out = vec![T::default(); src.len()];
+    if src.len() < ACT_PARALLEL_MIN {
+        act_chunk(act, src, &mut out);
+    } else {
+        let dst = OutPtr(out.as_mut_ptr());
+        let chunks = src.len().div_ceil(ACT_CHUNK);
+        candle_core::utils::barrier_pool().execute_chunked(chunks, |r| {
+            let dst = &dst;
+            let (lo, hi) = (r.start * ACT_CHUNK, (r.end * ACT_CHUNK).min(src.len()));
+            // SAFETY: each chunk index goes to one worker; the ranges are disjoint and in bounds.
+            let d = unsafe { std::slice::from_raw_parts_mut(dst.at(lo), hi - lo) };
+            act_chunk(act, &src[lo..hi], d);
+        });
+    }
+    out
+}
+
+/// Values a half activation widens at a time (two f32 blocks of 4 KiB on the stack).
+const HALF_BLOCK: usize = 1024;
+
+/// `act` of bf16 or f16 values: each block widened to f32, [`act_slice`], rounded back.
+fn act_half<E>(act: Act, src: &[E], dst: &mut [E])
+where
+    [E]: HalfFloatSliceExt,
+{
+    let (mut wide, mut out) = ([0f32; HALF_BLOCK], [0f32; HALF_BLOCK]);
+    for (s, d) in src.chunks(HALF_BLOCK).zip(dst.chunks_mut(HALF_BLOCK)) {
+        let n = s.len();
+        s.convert_to_f32_slice(&mut wide[..n]);
+        act_slice(act, &wide[..n], &mut out[..n]);
+        d.convert_from_f32_slice(&out[..n]);
+    }
 }
 
 /// `act` of `src` into `dst` (same length), AVX2 where the CPU has it. The AVX2 and portable
@@ -447,6 +477,40 @@ mod tests {
             let (a, b): (Vec<u32>, Vec<u32>) =
                 (a.iter().map(|v| v.to_bits()).collect(), b.iter().map(|v| v.to_bits()).collect());
             assert!(a == b, "{act:?}");
+        }
+    }
+
+    /// bf16 and f16 activations are the f64 value rounded once: within one unit in the last
+    /// place of the half type (half an ulp from the rounding, a few f32 ulps from the f32
+    /// evaluation), through the tensor path and split across the pool.
+    #[test]
+    fn half_activations_round_once() {
+        use half::{bf16, f16};
+        let x: Vec<f32> = (-60_000..60_000).map(|i| i as f32 * 2.5e-4).collect();
+        let dev = candle_core::Device::Cpu;
+        for (op, act, reference) in [
+            (UnaryOp::Silu, Act::Silu, silu_ref as fn(f32) -> f64),
+            (UnaryOp::GeluTanh, Act::GeluTanh, gelu_ref as fn(f32) -> f64),
+            (UnaryOp::Sin, Act::Sin, sin_ref as fn(f32) -> f64),
+        ] {
+            let xb: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+            let yb = unary(&Tensor::new(xb.as_slice(), &dev).unwrap(), op).unwrap();
+            assert_eq!(yb.dtype(), C::BF16);
+            for (&xi, &yi) in xb.iter().zip(&yb.to_vec1::<bf16>().unwrap()) {
+                let want = reference(xi.to_f32());
+                let w = bf16::from_f64(want.abs());
+                let ulp = (bf16::from_bits(w.to_bits() + 1).to_f64() - w.to_f64()).max(1e-30);
+                assert!((yi.to_f64() - want).abs() <= ulp, "bf16 {act:?}({xi}) = {yi}, want {want}");
+            }
+            let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+            let yh = unary(&Tensor::new(xh.as_slice(), &dev).unwrap(), op).unwrap();
+            assert_eq!(yh.dtype(), C::F16);
+            for (&xi, &yi) in xh.iter().zip(&yh.to_vec1::<f16>().unwrap()) {
+                let want = reference(xi.to_f32());
+                let w = f16::from_f64(want.abs());
+                let ulp = (f16::from_bits(w.to_bits() + 1).to_f64() - w.to_f64()).max(1e-7);
+                assert!((yi.to_f64() - want).abs() <= ulp, "f16 {act:?}({xi}) = {yi}, want {want}");
+            }
         }
     }
 

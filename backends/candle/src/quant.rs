@@ -4,11 +4,12 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use candle_core::quantized::{QStorage, QTensor};
+use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use candle_core::{CpuStorage, DType as C, Device, Storage, Tensor};
 use infer_core::{DType, Error, Result, SharedBytes};
 
 use crate::ggml::GgmlMatrix;
+use crate::out_ptr::OutPtr;
 use crate::tensor::{QuantRepr, QuantTensor};
 
 pub use infer_core::gguf::to_ggml;
@@ -89,8 +90,100 @@ pub fn quantize(t: &Tensor, dtype: DType) -> candle_core::Result<QuantTensor> {
         [_, k] if k % per_block == 0 => {}
         ref d => candle_core::bail!("{dtype} needs a matrix whose rows are whole blocks of {per_block}, got {d:?}"),
     }
-    let q = QTensor::quantize(t, g)?;
-    from_bytes(&q.data()?, dtype, t.dims()).map_err(|e| candle_core::Error::Msg(e.to_string()))
+    let bytes = quantize_rows(t, g)?;
+    from_bytes(&bytes, dtype, t.dims()).map_err(|e| candle_core::Error::Msg(e.to_string()))
+}
+
+/// Rows below this many values a band are quantized on the calling thread.
+const QUANT_BAND_MIN: usize = 1 << 16;
+
+/// The GGML blocks of a float matrix (n, k), bit for bit those of candle's `QTensor::quantize`.
+/// candle's quantizer runs on one thread, and at load it was a third of a quantized speech
+/// model's start-up; rows are whole blocks, so bands of rows are quantized across candle's pool
+/// (half-precision rows widened band by band, never the whole matrix at once).
+fn quantize_rows(t: &Tensor, g: GgmlDType) -> candle_core::Result<Vec<u8>> {
+    use candle_core::quantized::k_quants::*;
+    let f = match g {
+        GgmlDType::Q4_0 => quantize_rows_as::<BlockQ4_0>,
+        GgmlDType::Q4_1 => quantize_rows_as::<BlockQ4_1>,
+        GgmlDType::Q5_0 => quantize_rows_as::<BlockQ5_0>,
+        GgmlDType::Q5_1 => quantize_rows_as::<BlockQ5_1>,
+        GgmlDType::Q8_0 => quantize_rows_as::<BlockQ8_0>,
+        GgmlDType::Q2K => quantize_rows_as::<BlockQ2K>,
+        GgmlDType::Q3K => quantize_rows_as::<BlockQ3K>,
+        GgmlDType::Q4K => quantize_rows_as::<BlockQ4K>,
+        GgmlDType::Q5K => quantize_rows_as::<BlockQ5K>,
+        GgmlDType::Q6K => quantize_rows_as::<BlockQ6K>,
+        _ => return Ok(QTensor::quantize(t, g)?.data()?.into_owned()),
+    };
+    let t = if matches!(t.dtype(), C::F32 | C::BF16 | C::F16) { t.contiguous()? } else { t.to_dtype(C::F32)? };
+    let (_, k) = t.dims2()?;
+    let (storage, layout) = t.storage_and_layout();
+    let Some((a, z)) = layout.contiguous_offsets() else { candle_core::bail!("quantize: not contiguous") };
+    Ok(match &*storage {
+        Storage::Cpu(CpuStorage::F32(v)) => f(Rows::F32(&v[a..z]), k),
+        Storage::Cpu(CpuStorage::BF16(v)) => f(Rows::Bf16(&v[a..z]), k),
+        Storage::Cpu(CpuStorage::F16(v)) => f(Rows::F16(&v[a..z]), k),
+        _ => candle_core::bail!("quantize: {:?} is not a CPU float tensor", t.dtype()),
+    })
+}
+
+/// Float rows to quantize, in their stored precision.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [half::bf16]),
+    F16(&'a [half::f16]),
+}
+
+impl Rows<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Rows::F32(v) => v.len(),
+            Rows::Bf16(v) => v.len(),
+            Rows::F16(v) => v.len(),
+        }
+    }
+
+    /// Values `lo..hi` as f32 (borrowed where they already are).
+    fn f32_range(&self, lo: usize, hi: usize) -> Cow<'_, [f32]> {
+        use half::slice::HalfFloatSliceExt;
+        match self {
+            Rows::F32(v) => Cow::Borrowed(&v[lo..hi]),
+            Rows::Bf16(v) => Cow::Owned(v[lo..hi].to_f32_vec()),
+            Rows::F16(v) => Cow::Owned(v[lo..hi].to_f32_vec()),
+        }
+    }
+}
+
+fn quantize_rows_as<B: candle_core::quantized::k_quants::GgmlType>(rows: Rows<'_>, k: usize) -> Vec<u8> {
+    let n = rows.len() / k;
+    let per_row = k / B::BLCK_SIZE;
+    let mut blocks = vec![B::zeros(); n * per_row];
+    let band_rows = QUANT_BAND_MIN.div_ceil(k).max(1);
+    let bands = n.div_ceil(band_rows);
+    let quantize_band = |band: usize, out: &mut [B]| {
+        let (r0, r1) = (band * band_rows, ((band + 1) * band_rows).min(n));
+        B::from_float(&rows.f32_range(r0 * k, r1 * k), out);
+    };
+    if bands <= 1 {
+        quantize_band(0, &mut blocks);
+    } else {
+        let dst = OutPtr(blocks.as_mut_ptr());
+        candle_core::utils::barrier_pool().execute_chunked(bands, |r| {
+            for band in r {
+                let (r0, r1) = (band * band_rows, ((band + 1) * band_rows).min(n));
+                // SAFETY: each band index goes to one worker; its rows' blocks are in bounds and
+                // written by no other band.
+                let out = unsafe { std::slice::from_raw_parts_mut(dst.at(r0 * per_row), (r1 - r0) * per_row) };
+                quantize_band(band, out);
+            }
+        });
+    }
+    // SAFETY: GGML blocks are plain `repr(C)` data of `type_size` bytes each (what candle's own
+    // `data()` hands out the same way).
+    let bytes = unsafe { std::slice::from_raw_parts(blocks.as_ptr() as *const u8, std::mem::size_of_val(&blocks[..])) };
+    bytes.to_vec()
 }
 
 /// The raw GGML blocks (the inverse of [`from_bytes`]).
@@ -182,5 +275,35 @@ pub fn embedding(ids: &Tensor, table: &QuantTensor) -> candle_core::Result<Tenso
             Tensor::from_vec(out, shape, &Device::Cpu)
         }
         QuantRepr::Candle(q) => q.embedding(ids),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The banded quantizer writes candle's blocks bit for bit, for every block format, from
+    /// f32, bf16 and f16 rows, with bands that split the matrix and with one band.
+    #[test]
+    fn banded_quantization_matches_candle() {
+        let dev = Device::Cpu;
+        for (n, k) in [(3, 256), (300, 512)] {
+            let w = Tensor::randn(0f32, 1.0, (n, k), &dev).unwrap();
+            for dtype in [C::F32, C::BF16, C::F16] {
+                let w = w.to_dtype(dtype).unwrap();
+                for g in [
+                    GgmlDType::Q4_0,
+                    GgmlDType::Q5_0,
+                    GgmlDType::Q8_0,
+                    GgmlDType::Q4K,
+                    GgmlDType::Q5K,
+                    GgmlDType::Q6K,
+                    GgmlDType::Q8_1,
+                ] {
+                    let want = QTensor::quantize(&w, g).unwrap().data().unwrap().into_owned();
+                    assert_eq!(quantize_rows(&w, g).unwrap(), want, "{g:?} from {dtype:?}, {n}x{k}");
+                }
+            }
+        }
     }
 }
