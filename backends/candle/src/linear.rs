@@ -41,8 +41,8 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 ///
 /// Dense path: `x` is flattened to (m, in). Up to [`gemv::MAX_ROWS`] rows (decode) go through
 /// the streaming kernel of [`gemv`] (f32 / f16 / bf16 weights read once, in place). More rows
-/// with bf16 / f16 weights go to [`half_gemm`] (`vdpbf16ps` tiles for bf16 where the CPU has
-/// them, else the weight widened to f32 a cache-sized panel at a time, f32 gemm per panel;
+/// with bf16 / f16 weights go to [`half_gemm`] (AMX or `vdpbf16ps` tiles for bf16 where the CPU
+/// has them, else the weight widened to f32 a cache-sized panel at a time, f32 gemm per panel;
 /// candle's bf16 matmul widened the whole weight per call); f32
 /// weights to candle's gemm with the transposed *view* of `w` (gemm reads it through its
 /// strides, no copy). Quantized path: the GGML kernels or candle's k-quant kernels.
