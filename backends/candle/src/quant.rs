@@ -160,23 +160,20 @@ fn quantize_rows_as<B: candle_core::quantized::k_quants::GgmlType>(rows: Rows<'_
     let n = rows.len() / k;
     let per_row = k / B::BLCK_SIZE;
     let mut blocks = vec![B::zeros(); n * per_row];
+    // Rows r0..r1 into their blocks `out`.
+    let quantize = |r0: usize, r1: usize, out: &mut [B]| B::from_float(&rows.f32_range(r0 * k, r1 * k), out);
     let band_rows = QUANT_BAND_MIN.div_ceil(k).max(1);
-    let bands = n.div_ceil(band_rows);
-    let quantize_band = |band: usize, out: &mut [B]| {
-        let (r0, r1) = (band * band_rows, ((band + 1) * band_rows).min(n));
-        B::from_float(&rows.f32_range(r0 * k, r1 * k), out);
-    };
-    if bands <= 1 {
-        quantize_band(0, &mut blocks);
+    if n <= band_rows {
+        quantize(0, n, &mut blocks);
     } else {
         let dst = OutPtr(blocks.as_mut_ptr());
-        candle_core::utils::barrier_pool().execute_chunked(bands, |r| {
+        candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(band_rows), |r| {
             for band in r {
                 let (r0, r1) = (band * band_rows, ((band + 1) * band_rows).min(n));
                 // SAFETY: each band index goes to one worker; its rows' blocks are in bounds and
                 // written by no other band.
                 let out = unsafe { std::slice::from_raw_parts_mut(dst.at(r0 * per_row), (r1 - r0) * per_row) };
-                quantize_band(band, out);
+                quantize(r0, r1, out);
             }
         });
     }
