@@ -109,7 +109,9 @@ pub trait BackendImpl: Send + Sync {
     }
     /// Like `from_bytes`, the float elements converted to the float dtype `to` on the way: a
     /// weight loader's single pass over a checkpoint stored in another float type (no copy in
-    /// the stored type first). By default, copies then converts.
+    /// the stored type first). `to` may also be a block format [`BackendImpl::supports_dtype`]
+    /// accepts: the (rows, cols) matrix is then quantized from the bytes, as `ToDType(to)` would.
+    /// By default, copies then converts.
     fn from_bytes_as(
         &self,
         bytes: RSlice<'_, u8>,

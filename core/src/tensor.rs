@@ -80,8 +80,8 @@ impl Tensor {
         Ok(Self::from_raw(raw, backend))
     }
 
-    /// A tensor from `bytes` of float `dtype`, converted to the float dtype `to` in one pass
-    /// (see [`crate::BackendImpl::from_bytes_as`]).
+    /// A tensor from `bytes` of float `dtype`, converted to the float dtype `to` (or quantized
+    /// to the block format `to`) in one pass (see [`crate::BackendImpl::from_bytes_as`]).
     pub fn from_bytes_as(backend: &Backend, bytes: &[u8], dtype: DType, to: DType, shape: &[usize]) -> Result<Self> {
         let numel: usize = shape.iter().product();
         let want = dtype.storage_bytes(numel);
@@ -91,7 +91,7 @@ impl Tensor {
                 bytes.len()
             )));
         }
-        if !dtype.is_float() || !to.is_float() {
+        if !dtype.is_float() || !(to.is_float() || to.is_quantized()) {
             return Err(Error::invalid(format!("from_bytes_as converts floats only, not {dtype} to {to}")));
         }
         let raw = lift(backend.obj().from_bytes_as(bytes.into(), dtype, to, shape.into()))?;

@@ -201,10 +201,26 @@ impl Weights {
     /// [`Weights::linear_quant`] when one is set, the stored tensor is float and `in` is a whole
     /// number of blocks (other matrices stay in the compute dtype, as llama.cpp keeps them).
     pub fn get_linear(&self, name: &str, out_dim: usize, in_dim: usize) -> Result<Tensor> {
-        let t = self.get_shaped(name, &[out_dim, in_dim])?;
-        match self.linear_quant {
-            Some(q) if t.dtype().is_float() && in_dim.is_multiple_of(q.block().0) => t.to_dtype(q),
-            _ => Ok(t),
+        let shape = [out_dim, in_dim];
+        let Some(q) = self.linear_quant.filter(|q| in_dim.is_multiple_of(q.block().0)) else {
+            return self.get_shaped(name, &shape);
+        };
+        // Quantized straight from the stored floats where widening them to the compute dtype
+        // is exact (bf16 or f16 stored, f32 compute; or stored as computed): the same blocks,
+        // without a compute-dtype copy of the whole matrix first.
+        let stored = self.store.entries.get(&self.full_name(name));
+        let t = match stored {
+            Some(e)
+                if e.dtype.is_float() && (e.dtype == self.dtype || self.dtype == DType::F32) && e.shape == shape =>
+            {
+                self.get_as(name, q)?
+            }
+            _ => self.get_shaped(name, &shape)?,
+        };
+        if t.dtype().is_float() {
+            t.to_dtype(q)
+        } else {
+            Ok(t)
         }
     }
 
@@ -232,6 +248,12 @@ impl Weights {
 
     /// The tensor `name`, float types converted to the compute dtype.
     pub fn get(&self, name: &str) -> Result<Tensor> {
+        self.get_as(name, self.dtype)
+    }
+
+    /// The tensor `name`, float types converted to `to` (a float dtype, or a block format the
+    /// backend quantizes to on the way).
+    fn get_as(&self, name: &str, to: DType) -> Result<Tensor> {
         let full = self.full_name(name);
         let e = self.store.entries.get(&full).ok_or_else(|| {
             let dir = self.store.files.first().and_then(|f| f.0.parent()).unwrap_or(Path::new("."));
@@ -244,7 +266,7 @@ impl Weights {
             // The backend has no kernel for this block format: compute in floats instead.
             let f32_bytes = crate::gguf::dequantize_to_f32_bytes(e.dtype, &e.shape, bytes).map_err(located)?;
             let t = Tensor::from_bytes(&self.backend, &f32_bytes, DType::F32, &e.shape).map_err(located)?;
-            return t.to_dtype(self.dtype);
+            return t.to_dtype(to);
         }
         if let (true, Backing::Gguf(file)) = (e.dtype.is_quantized(), backing) {
             let owner = SharedBytesImpl_TO::from_ptr(RArc::new(GgufBytes(file.clone())), TD_Opaque);
@@ -254,8 +276,8 @@ impl Weights {
             backing.release(e.start, e.end);
             return Ok(t);
         }
-        let t = if e.dtype.is_float() && e.dtype != self.dtype {
-            Tensor::from_bytes_as(&self.backend, bytes, e.dtype, self.dtype, &e.shape)
+        let t = if e.dtype.is_float() && e.dtype != to {
+            Tensor::from_bytes_as(&self.backend, bytes, e.dtype, to, &e.shape)
         } else {
             Tensor::from_bytes(&self.backend, bytes, e.dtype, &e.shape)
         };
@@ -266,7 +288,11 @@ impl Weights {
 
     /// Like [`Weights::get`], checking the shape.
     pub fn get_shaped(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
-        let t = self.get(name)?;
+        self.checked_shape(name, self.get(name)?, shape)
+    }
+
+    /// `t` (the tensor `name`) when it has `shape`, else an error naming the file.
+    fn checked_shape(&self, name: &str, t: Tensor, shape: &[usize]) -> Result<Tensor> {
         if t.dims() != shape {
             let path = &self.store.files[self.store.entries[&self.full_name(name)].file].0;
             return Err(Error::checkpoint(

@@ -23,6 +23,7 @@ pub mod norm;
 pub mod ops;
 mod out_ptr;
 pub mod quant;
+mod quant_q8_0;
 pub mod reduce;
 pub mod shape_ops;
 pub mod sys;
@@ -103,6 +104,11 @@ impl BackendImpl for CandleBackend {
         shape: RSlice<'_, usize>,
     ) -> RResult<TensorObj, FfiError> {
         ffi_result("from_bytes_as", || {
+            if to.is_quantized() {
+                // Quantized at load straight from the checkpoint's bytes.
+                let q = quant::quantize_bytes(bytes.as_slice(), dtype, to, shape.as_slice())?;
+                return Ok(CandleTensor::Quant(q).into_obj());
+            }
             let t = convert::dense_from_bytes_as(bytes.as_slice(), dtype, to, shape.as_slice())?;
             Ok(CandleTensor::Dense(t).into_obj())
         })

@@ -24,6 +24,10 @@ pub fn exec(op: Op<'_>, inputs: &[&TensorObj]) -> Result<TensorObj> {
         Op::ToDType(to) if to.is_quantized() => {
             ts[0].dense(name).and_then(|t| quant::quantize(t, to)).map(|q| CandleTensor::Quant(q).into_obj())
         }
+        Op::Concat { dim: 0 } if ts.iter().all(|t| matches!(t, CandleTensor::Quant(_))) => {
+            let qs = ts.iter().filter_map(|t| if let CandleTensor::Quant(q) = t { Some(q) } else { None });
+            quant::concat_rows(&qs.collect::<Vec<_>>()).map(|q| CandleTensor::Quant(q).into_obj())
+        }
         _ => run(op, &ts).and_then(CandleTensor::wrap),
     };
     out.map_err(|e| Error::backend(format!("{name} {}: {}", describe(&ts), crate::error::message(&e))))

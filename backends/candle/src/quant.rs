@@ -8,7 +8,7 @@ use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use candle_core::{CpuStorage, DType as C, Device, Storage, Tensor};
 use infer_core::{DType, Error, Result, SharedBytes};
 
-use crate::ggml::GgmlMatrix;
+use crate::ggml::{GgmlMatrix, OwnedBlocks};
 use crate::out_ptr::OutPtr;
 use crate::tensor::{QuantRepr, QuantTensor};
 
@@ -81,50 +81,101 @@ pub fn from_shared(owner: SharedBytes, start: usize, end: usize, dtype: DType, s
 /// (round to nearest, as llama.cpp's reference quantization); formats with native kernels then
 /// run on those ([`from_bytes`]).
 pub fn quantize(t: &Tensor, dtype: DType) -> candle_core::Result<QuantTensor> {
-    let Some(g) = to_ggml(dtype) else { candle_core::bail!("{dtype} is not a GGML block format") };
+    let g = quantizable(dtype, t.dims())?;
     if !t.dtype().is_float() {
         candle_core::bail!("only float tensors can be quantized, got {:?}", t.dtype());
     }
+    let t = if matches!(t.dtype(), C::F32 | C::BF16 | C::F16) { t.contiguous()? } else { t.to_dtype(C::F32)? };
+    let (storage, layout) = t.storage_and_layout();
+    let Some((a, z)) = layout.contiguous_offsets() else { candle_core::bail!("quantize: not contiguous") };
+    let rows = match &*storage {
+        Storage::Cpu(CpuStorage::F32(v)) => Rows::F32(&v[a..z]),
+        Storage::Cpu(CpuStorage::BF16(v)) => Rows::Bf16(&v[a..z]),
+        Storage::Cpu(CpuStorage::F16(v)) => Rows::F16(&v[a..z]),
+        _ => candle_core::bail!("quantize: {:?} is not a CPU float tensor", t.dtype()),
+    };
+    let blocks = match quantize_rows(rows, t.dims()[1], g) {
+        Some(blocks) => blocks,
+        None => Box::new(QTensor::quantize(&t, g)?.data()?.into_owned()),
+    };
+    owned_blocks(blocks, dtype, t.dims()).map_err(|e| candle_core::Error::Msg(e.to_string()))
+}
+
+/// Quantizes the little-endian float matrix `bytes` (`stored`, shape (out, in)) to `dtype`
+/// straight from those bytes: no float tensor is made first (the weight loader's path for a
+/// mapped checkpoint). Blocks as [`quantize`] makes them.
+pub fn quantize_bytes(bytes: &[u8], stored: DType, dtype: DType, shape: &[usize]) -> Result<QuantTensor> {
+    let located = |e: candle_core::Error| {
+        Error::backend(format!("quantize {stored}{shape:?} to {dtype}: {}", crate::error::message(&e)))
+    };
+    let g = quantizable(dtype, shape).map_err(located)?;
+    let numel: usize = shape.iter().product();
+    if bytes.len() != stored.storage_bytes(numel) {
+        return Err(Error::Shape(format!("{} bytes for a {stored} tensor of shape {shape:?}", bytes.len())));
+    }
+    let size = stored.storage_bytes(1);
+    let blocks = if !stored.is_float() || !(bytes.as_ptr() as usize).is_multiple_of(size) {
+        None
+    } else {
+        // SAFETY: the length matches `numel` elements and the start is aligned for them
+        // (checked above); every bit pattern is a valid f32 / bf16 / f16.
+        let rows = unsafe {
+            match stored {
+                DType::F32 => Some(Rows::F32(std::slice::from_raw_parts(bytes.as_ptr() as *const f32, numel))),
+                DType::BF16 => Some(Rows::Bf16(std::slice::from_raw_parts(bytes.as_ptr() as *const half::bf16, numel))),
+                DType::F16 => Some(Rows::F16(std::slice::from_raw_parts(bytes.as_ptr() as *const half::f16, numel))),
+                _ => None,
+            }
+        };
+        rows.and_then(|r| quantize_rows(r, shape[1], g))
+    };
+    match blocks {
+        Some(blocks) => owned_blocks(blocks, dtype, shape),
+        // Unaligned bytes or a format without a banded quantizer: through a tensor.
+        None => quantize(&crate::convert::dense_from_bytes(bytes, stored, shape)?, dtype).map_err(located),
+    }
+}
+
+/// candle's GGML type for `dtype`, if a (rows, in) matrix of `dims` can be quantized to it.
+fn quantizable(dtype: DType, dims: &[usize]) -> candle_core::Result<GgmlDType> {
+    let Some(g) = to_ggml(dtype) else { candle_core::bail!("{dtype} is not a GGML block format") };
     let (per_block, _) = dtype.block();
-    match *t.dims() {
-        [_, k] if k % per_block == 0 => {}
+    match *dims {
+        [_, k] if k % per_block == 0 => Ok(g),
         ref d => candle_core::bail!("{dtype} needs a matrix whose rows are whole blocks of {per_block}, got {d:?}"),
     }
-    let bytes = quantize_rows(t, g)?;
-    from_bytes(&bytes, dtype, t.dims()).map_err(|e| candle_core::Error::Msg(e.to_string()))
+}
+
+/// A quantized tensor over blocks just made: native formats keep them without a copy.
+fn owned_blocks(blocks: OwnedBlocks, dtype: DType, shape: &[usize]) -> Result<QuantTensor> {
+    match GgmlMatrix::from_owned(blocks, dtype, shape)? {
+        Ok(m) => Ok(QuantTensor { repr: QuantRepr::Native(Arc::new(m)), dtype }),
+        Err(blocks) => from_bytes((*blocks).as_ref(), dtype, shape),
+    }
 }
 
 /// Rows below this many values a band are quantized on the calling thread.
 const QUANT_BAND_MIN: usize = 1 << 16;
 
-/// The GGML blocks of a float matrix (n, k), bit for bit those of candle's `QTensor::quantize`.
-/// candle's quantizer runs on one thread, and at load it was a third of a quantized speech
-/// model's start-up; rows are whole blocks, so bands of rows are quantized across candle's pool
+/// The GGML blocks of float rows of `k` values, bit for bit those of candle's
+/// `QTensor::quantize`, or `None` for a format without a per-block quantizer here. candle's
+/// quantizer runs on one thread, and at load it was a third of a quantized speech model's
+/// start-up; rows are whole blocks, so bands of rows are quantized across candle's pool
 /// (half-precision rows widened band by band, never the whole matrix at once).
-fn quantize_rows(t: &Tensor, g: GgmlDType) -> candle_core::Result<Vec<u8>> {
+fn quantize_rows(rows: Rows<'_>, k: usize, g: GgmlDType) -> Option<OwnedBlocks> {
     use candle_core::quantized::k_quants::*;
-    let f = match g {
-        GgmlDType::Q4_0 => quantize_rows_as::<BlockQ4_0>,
-        GgmlDType::Q4_1 => quantize_rows_as::<BlockQ4_1>,
-        GgmlDType::Q5_0 => quantize_rows_as::<BlockQ5_0>,
-        GgmlDType::Q5_1 => quantize_rows_as::<BlockQ5_1>,
-        GgmlDType::Q8_0 => quantize_rows_as::<BlockQ8_0>,
-        GgmlDType::Q2K => quantize_rows_as::<BlockQ2K>,
-        GgmlDType::Q3K => quantize_rows_as::<BlockQ3K>,
-        GgmlDType::Q4K => quantize_rows_as::<BlockQ4K>,
-        GgmlDType::Q5K => quantize_rows_as::<BlockQ5K>,
-        GgmlDType::Q6K => quantize_rows_as::<BlockQ6K>,
-        _ => return Ok(QTensor::quantize(t, g)?.data()?.into_owned()),
-    };
-    let t = if matches!(t.dtype(), C::F32 | C::BF16 | C::F16) { t.contiguous()? } else { t.to_dtype(C::F32)? };
-    let (_, k) = t.dims2()?;
-    let (storage, layout) = t.storage_and_layout();
-    let Some((a, z)) = layout.contiguous_offsets() else { candle_core::bail!("quantize: not contiguous") };
-    Ok(match &*storage {
-        Storage::Cpu(CpuStorage::F32(v)) => f(Rows::F32(&v[a..z]), k),
-        Storage::Cpu(CpuStorage::BF16(v)) => f(Rows::Bf16(&v[a..z]), k),
-        Storage::Cpu(CpuStorage::F16(v)) => f(Rows::F16(&v[a..z]), k),
-        _ => candle_core::bail!("quantize: {:?} is not a CPU float tensor", t.dtype()),
+    Some(match g {
+        GgmlDType::Q4_0 => quantize_rows_as(rows, k, BlockQ4_0::from_float),
+        GgmlDType::Q4_1 => quantize_rows_as(rows, k, BlockQ4_1::from_float),
+        GgmlDType::Q5_0 => quantize_rows_as(rows, k, BlockQ5_0::from_float),
+        GgmlDType::Q5_1 => quantize_rows_as(rows, k, BlockQ5_1::from_float),
+        GgmlDType::Q8_0 => quantize_rows_as(rows, k, crate::quant_q8_0::from_float),
+        GgmlDType::Q2K => quantize_rows_as(rows, k, BlockQ2K::from_float),
+        GgmlDType::Q3K => quantize_rows_as(rows, k, BlockQ3K::from_float),
+        GgmlDType::Q4K => quantize_rows_as(rows, k, BlockQ4K::from_float),
+        GgmlDType::Q5K => quantize_rows_as(rows, k, BlockQ5K::from_float),
+        GgmlDType::Q6K => quantize_rows_as(rows, k, BlockQ6K::from_float),
+        _ => return None,
     })
 }
 
@@ -156,12 +207,18 @@ impl Rows<'_> {
     }
 }
 
-fn quantize_rows_as<B: candle_core::quantized::k_quants::GgmlType>(rows: Rows<'_>, k: usize) -> Vec<u8> {
+/// Rows of `k` values quantized to blocks `B` by `from_float` (candle's, or a vectorized
+/// equivalent), in bands across the pool.
+fn quantize_rows_as<B: candle_core::quantized::k_quants::GgmlType + Send + Sync + 'static>(
+    rows: Rows<'_>,
+    k: usize,
+    from_float: fn(&[f32], &mut [B]),
+) -> OwnedBlocks {
     let n = rows.len() / k;
     let per_row = k / B::BLCK_SIZE;
     let mut blocks = vec![B::zeros(); n * per_row];
     // Rows r0..r1 into their blocks `out`.
-    let quantize = |r0: usize, r1: usize, out: &mut [B]| B::from_float(&rows.f32_range(r0 * k, r1 * k), out);
+    let quantize = |r0: usize, r1: usize, out: &mut [B]| from_float(&rows.f32_range(r0 * k, r1 * k), out);
     let band_rows = QUANT_BAND_MIN.div_ceil(k).max(1);
     if n <= band_rows {
         quantize(0, n, &mut blocks);
@@ -177,10 +234,45 @@ fn quantize_rows_as<B: candle_core::quantized::k_quants::GgmlType>(rows: Rows<'_
             }
         });
     }
-    // SAFETY: GGML blocks are plain `repr(C)` data of `type_size` bytes each (what candle's own
-    // `data()` hands out the same way).
-    let bytes = unsafe { std::slice::from_raw_parts(blocks.as_ptr() as *const u8, std::mem::size_of_val(&blocks[..])) };
-    bytes.to_vec()
+    Box::new(BlockVec(blocks))
+}
+
+/// Quantized blocks as the quantizer wrote them, read as their bytes.
+struct BlockVec<B>(Vec<B>);
+
+impl<B> AsRef<[u8]> for BlockVec<B> {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: GGML blocks are plain `repr(C)` data of `type_size` bytes each (what candle's
+        // own `data()` hands out the same way).
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr() as *const u8, std::mem::size_of_val(&self.0[..])) }
+    }
+}
+
+/// Quantized matrices of one format and width stacked along their rows: GGML blocks never span
+/// rows, so the result is the blocks one after the other, as quantizing the stacked floats gives.
+pub fn concat_rows(parts: &[&QuantTensor]) -> candle_core::Result<QuantTensor> {
+    let Some(first) = parts.first() else { candle_core::bail!("concat of no tensors") };
+    let (dtype, cols) = (first.dtype, first.dims().get(1).copied());
+    let mut rows = 0;
+    for q in parts {
+        match *q.dims() {
+            [r, c] if q.dtype == dtype && Some(c) == cols => rows += r,
+            ref d => candle_core::bail!(
+                "quantized tensors stack along dim 0 only as matrices of one format and width: {dtype}{:?} and {}{d:?}",
+                first.dims(),
+                q.dtype
+            ),
+        }
+    }
+    let mut bytes = Vec::new();
+    for q in parts {
+        match &q.repr {
+            QuantRepr::Native(m) => bytes.extend_from_slice(m.bytes()),
+            QuantRepr::Candle(t) => bytes.extend_from_slice(&t.data()?),
+        }
+    }
+    let shape = [rows, cols.unwrap_or(0)];
+    owned_blocks(Box::new(bytes), dtype, &shape).map_err(|e| candle_core::Error::Msg(e.to_string()))
 }
 
 /// The raw GGML blocks (the inverse of [`from_bytes`]).
@@ -290,17 +382,67 @@ mod tests {
                 let w = w.to_dtype(dtype).unwrap();
                 for g in [
                     GgmlDType::Q4_0,
+                    GgmlDType::Q4_1,
                     GgmlDType::Q5_0,
+                    GgmlDType::Q5_1,
                     GgmlDType::Q8_0,
+                    GgmlDType::Q2K,
+                    GgmlDType::Q3K,
                     GgmlDType::Q4K,
                     GgmlDType::Q5K,
                     GgmlDType::Q6K,
-                    GgmlDType::Q8_1,
                 ] {
                     let want = QTensor::quantize(&w, g).unwrap().data().unwrap().into_owned();
-                    assert_eq!(quantize_rows(&w, g).unwrap(), want, "{g:?} from {dtype:?}, {n}x{k}");
+                    let flat = w.flatten_all().unwrap();
+                    let got = match dtype {
+                        C::F32 => quantize_rows(Rows::F32(&flat.to_vec1().unwrap()), k, g),
+                        C::BF16 => quantize_rows(Rows::Bf16(&flat.to_vec1().unwrap()), k, g),
+                        _ => quantize_rows(Rows::F16(&flat.to_vec1().unwrap()), k, g),
+                    };
+                    assert_eq!((*got.unwrap()).as_ref(), want, "{g:?} from {dtype:?}, {n}x{k}");
                 }
             }
         }
+    }
+
+    /// Quantizing a checkpoint's bytes in place gives the blocks of quantizing the tensor made
+    /// from them, for each stored float type, from aligned and unaligned bytes alike.
+    #[test]
+    fn quantizing_bytes_matches_quantizing_the_tensor() {
+        let (n, k) = (40, 256);
+        let w = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu).unwrap();
+        for stored in [DType::F32, DType::BF16, DType::F16] {
+            let t = w.to_dtype(crate::convert::to_candle_dtype(stored).unwrap()).unwrap();
+            let bytes = crate::convert::dense_to_bytes(&t).unwrap();
+            for q in [DType::Q8_0, DType::Q4K, DType::Q6K] {
+                let want = to_bytes(&quantize(&t, q).unwrap()).unwrap();
+                let mut shifted = vec![0u8; bytes.len() + 1];
+                shifted[1..].copy_from_slice(&bytes);
+                for (what, b) in [("aligned", &bytes[..]), ("unaligned", &shifted[1..])] {
+                    let got = quantize_bytes(b, stored, q, &[n, k]).unwrap();
+                    assert_eq!(to_bytes(&got).unwrap(), want, "{stored} -> {q}, {what}");
+                }
+            }
+        }
+        assert!(quantize_bytes(&[0; 10], DType::F32, DType::Q8_0, &[1, 32]).is_err(), "short bytes");
+    }
+
+    /// Stacking quantized matrices gives the blocks of quantizing the stacked floats; other
+    /// shapes and mixed formats are refused.
+    #[test]
+    fn stacked_quantized_rows_match_quantized_stack() {
+        let dev = &Device::Cpu;
+        let (a, b) =
+            (Tensor::randn(0f32, 1.0, (8, 256), dev).unwrap(), Tensor::randn(0f32, 1.0, (5, 256), dev).unwrap());
+        for q in [DType::Q8_0, DType::Q4K, DType::Q4_0] {
+            let want = to_bytes(&quantize(&Tensor::cat(&[&a, &b], 0).unwrap(), q).unwrap()).unwrap();
+            let (qa, qb) = (quantize(&a, q).unwrap(), quantize(&b, q).unwrap());
+            let got = concat_rows(&[&qa, &qb]).unwrap();
+            assert_eq!((got.dims(), to_bytes(&got).unwrap()), (&[13, 256][..], want), "{q}");
+        }
+        let narrow = quantize(&Tensor::randn(0f32, 1.0, (2, 512), dev).unwrap(), DType::Q8_0).unwrap();
+        let qa = quantize(&a, DType::Q8_0).unwrap();
+        assert!(concat_rows(&[&qa, &narrow]).is_err(), "different widths");
+        assert!(concat_rows(&[&qa, &quantize(&b, DType::Q4K).unwrap()]).is_err(), "different formats");
     }
 }

@@ -57,13 +57,19 @@ impl StackedLinear {
             let separate = parts.iter().map(|(w, out)| Linear::load(w, *out, in_dim, bias));
             return Ok(StackedLinear { parts: Parts::Separate(separate.collect::<Result<_>>()?) });
         };
-        // Stacked along the rows (dim 0), read in the compute dtype as `Linear::load` reads them.
-        let stacked = |name: &str, shape: &dyn Fn(usize) -> Vec<usize>| -> Result<Tensor> {
-            let ts = parts.iter().map(|(w, out)| w.get_shaped(name, &shape(*out))).collect::<Result<Vec<_>>>()?;
-            Tensor::concat(&ts.iter().collect::<Vec<_>>(), 0)
+        // Stacked along the rows (dim 0). Each weight is quantized as `Linear::load` quantizes
+        // it, then the blocks are stacked (they never span rows: the same blocks as quantizing
+        // the stacked floats, without a float copy of the stack).
+        let concat = |ts: Vec<Tensor>| Tensor::concat(&ts.iter().collect::<Vec<_>>(), 0);
+        let weights = parts.iter().map(|(w, out)| w.get_linear("weight", *out, in_dim));
+        let weight = concat(weights.collect::<Result<_>>()?)?;
+        let weight = if weight.dtype() == quant { weight } else { weight.to_dtype(quant)? };
+        let bias = if bias {
+            let biases = parts.iter().map(|(w, out)| w.get_shaped("bias", &[*out]));
+            Some(concat(biases.collect::<Result<_>>()?)?)
+        } else {
+            None
         };
-        let weight = stacked("weight", &|out| vec![out, in_dim])?.to_dtype(quant)?;
-        let bias = if bias { Some(stacked("bias", &|out| vec![out])?) } else { None };
         let outs = parts.iter().map(|(_, out)| *out).collect();
         Ok(StackedLinear { parts: Parts::Stacked { linear: Linear { weight, bias }, outs } })
     }

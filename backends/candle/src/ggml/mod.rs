@@ -26,9 +26,12 @@ pub struct GgmlMatrix {
     blocks: Blocks,
 }
 
+/// The bytes of blocks this process made (a quantizer's output), kept as they were written.
+pub type OwnedBlocks = Box<dyn AsRef<[u8]> + Send + Sync>;
+
 /// Where the blocks live: a copy, or the checkpoint's mapped pages themselves.
 enum Blocks {
-    Owned(Vec<u8>),
+    Owned(OwnedBlocks),
     Shared { owner: SharedBytes, start: usize, end: usize },
 }
 
@@ -57,7 +60,26 @@ impl GgmlMatrix {
     /// with whole blocks per row.
     pub fn new(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<Option<GgmlMatrix>> {
         let Some((format, rows, cols)) = Self::layout(bytes.len(), dtype, shape)? else { return Ok(None) };
-        Ok(Some(GgmlMatrix { format, shape: [rows, cols], rows, cols, blocks: Blocks::Owned(bytes.to_vec()) }))
+        Ok(Some(GgmlMatrix {
+            format,
+            shape: [rows, cols],
+            rows,
+            cols,
+            blocks: Blocks::Owned(Box::new(bytes.to_vec())),
+        }))
+    }
+
+    /// Like [`GgmlMatrix::new`], taking `blocks` over instead of copying them; `Err(blocks)`
+    /// back where `new` would give `None`.
+    pub fn from_owned(
+        blocks: OwnedBlocks,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<std::result::Result<GgmlMatrix, OwnedBlocks>> {
+        let Some((format, rows, cols)) = Self::layout((*blocks).as_ref().len(), dtype, shape)? else {
+            return Ok(Err(blocks));
+        };
+        Ok(Ok(GgmlMatrix { format, shape: [rows, cols], rows, cols, blocks: Blocks::Owned(blocks) }))
     }
 
     /// Like [`GgmlMatrix::new`] over `owner.bytes()[start..end]`, kept in place (no copy).
@@ -109,7 +131,7 @@ impl GgmlMatrix {
 
     pub fn bytes(&self) -> &[u8] {
         match &self.blocks {
-            Blocks::Owned(v) => v,
+            Blocks::Owned(v) => (**v).as_ref(),
             Blocks::Shared { owner, start, end } => &owner.bytes().as_slice()[*start..*end],
         }
     }
