@@ -9,7 +9,7 @@ use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RArc, RSlice};
 use memmap2::Mmap;
 
-use crate::backend::{SharedBytesImpl, SharedBytesImpl_TO};
+use crate::backend::{SharedBytes, SharedBytesImpl, SharedBytesImpl_TO};
 use crate::gguf::GgufFile;
 use crate::{Backend, DType, Error, Result, Tensor};
 
@@ -23,8 +23,19 @@ struct Entry {
 }
 
 enum Backing {
-    Mmap(Mmap),
+    Mmap(Arc<Mmap>),
     Gguf(Arc<GgufFile>),
+}
+
+/// A mapped safetensors file as [`SharedBytes`]: tensors handed over this way may stay in the
+/// file's pages (a lookup table: [`Weights::get_table`]).
+#[derive(Clone)]
+struct MmapBytes(Arc<Mmap>);
+
+impl SharedBytesImpl for MmapBytes {
+    fn bytes(&self) -> RSlice<'_, u8> {
+        self.0[..].into()
+    }
 }
 
 /// A GGUF file's data as [`SharedBytes`]: quantized tensors handed over this way can stay in the
@@ -43,6 +54,14 @@ impl Backing {
         match self {
             Backing::Mmap(m) => m,
             Backing::Gguf(g) => g.data(),
+        }
+    }
+
+    /// The whole file as bytes a backend may keep (ranges are relative to [`Backing::data`]).
+    fn shared(&self) -> SharedBytes {
+        match self {
+            Backing::Mmap(m) => SharedBytesImpl_TO::from_ptr(RArc::new(MmapBytes(m.clone())), TD_Opaque),
+            Backing::Gguf(g) => SharedBytesImpl_TO::from_ptr(RArc::new(GgufBytes(g.clone())), TD_Opaque),
         }
     }
 
@@ -113,7 +132,7 @@ impl Weights {
             let mmap = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
             let idx = store.files.len();
             index_file(&path, &mmap, idx, &mut store.entries)?;
-            store.files.push((path, Backing::Mmap(mmap)));
+            store.files.push((path, Backing::Mmap(Arc::new(mmap))));
         }
         Ok(Weights {
             store: Arc::new(store),
@@ -268,9 +287,9 @@ impl Weights {
             let t = Tensor::from_bytes(&self.backend, &f32_bytes, DType::F32, &e.shape).map_err(located)?;
             return t.to_dtype(to);
         }
-        if let (true, Backing::Gguf(file)) = (e.dtype.is_quantized(), backing) {
-            let owner = SharedBytesImpl_TO::from_ptr(RArc::new(GgufBytes(file.clone())), TD_Opaque);
-            let t = Tensor::from_shared(&self.backend, owner, e.start, e.end, e.dtype, &e.shape).map_err(located)?;
+        if let (true, Backing::Gguf(_)) = (e.dtype.is_quantized(), backing) {
+            let t = Tensor::from_shared(&self.backend, backing.shared(), e.start, e.end, e.dtype, &e.shape)
+                .map_err(located)?;
             // A backend that copied leaves no reason to keep the pages; one that kept them in
             // place faults them back in from the page cache on first use.
             backing.release(e.start, e.end);
@@ -284,6 +303,22 @@ impl Weights {
         let t = t.map_err(located)?;
         backing.release(e.start, e.end);
         Ok(t)
+    }
+
+    /// A lookup table (rows, dim) read only through [`Tensor::embedding`], in its stored float
+    /// dtype (callers convert the rows they look up). A backend may leave it in the checkpoint's
+    /// mapped pages (the candle backend does): a large vocabulary then costs neither load time
+    /// nor memory beyond the rows used. Not for a table that is also a linear weight (tied
+    /// embeddings): a product over it would make a copy. Other stored types load as
+    /// [`Weights::get_shaped`] loads them.
+    pub fn get_table(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let Some(e) = self.store.entries.get(&self.full_name(name)).filter(|e| e.dtype.is_float()) else {
+            return self.get_shaped(name, shape);
+        };
+        let (path, backing) = &self.store.files[e.file];
+        let t = Tensor::from_shared(&self.backend, backing.shared(), e.start, e.end, e.dtype, &e.shape)
+            .map_err(|err| Error::checkpoint(path, format!("tensor `{}`: {err}", self.full_name(name))))?;
+        self.checked_shape(name, t, shape)
     }
 
     /// Like [`Weights::get`], checking the shape.

@@ -19,6 +19,7 @@ pub mod gemv;
 pub mod ggml;
 pub mod half_gemm;
 pub mod linear;
+mod mapped;
 pub mod norm;
 pub mod ops;
 mod out_ptr;
@@ -114,7 +115,8 @@ impl BackendImpl for CandleBackend {
         })
     }
 
-    /// Quantized matrices with native kernels stay in the owner's (mapped) bytes.
+    /// Quantized matrices with native kernels and float tensors stay in the owner's (mapped)
+    /// bytes; float tensors are copied on first use by an op other than `Embedding`.
     fn from_shared(
         &self,
         owner: SharedBytes,
@@ -126,6 +128,9 @@ impl BackendImpl for CandleBackend {
         ffi_result("from_shared", || {
             if dtype.is_quantized() {
                 Ok(CandleTensor::Quant(quant::from_shared(owner, start, end, dtype, shape.as_slice())?).into_obj())
+            } else if dtype.is_float() {
+                let m = mapped::MappedTensor::new(owner, start, end, dtype, shape.as_slice())?;
+                Ok(CandleTensor::Mapped(std::sync::Arc::new(m)).into_obj())
             } else {
                 let bytes = owner.bytes();
                 let bytes = bytes.as_slice().get(start..end).ok_or_else(|| {
@@ -148,6 +153,7 @@ impl BackendImpl for CandleBackend {
             let bytes = match t {
                 CandleTensor::Dense(x) => convert::dense_to_bytes(x),
                 CandleTensor::Quant(q) => quant::to_bytes(q),
+                CandleTensor::Mapped(m) => Ok(m.bytes().to_vec()),
             };
             bytes
                 .map(RVec::from)

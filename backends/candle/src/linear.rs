@@ -50,6 +50,7 @@ pub fn linear(x: &Tensor, w: &CandleTensor, bias: Option<&Tensor>) -> Result<Ten
     let y = match w {
         CandleTensor::Quant(q) => quant::linear(x, q)?,
         CandleTensor::Dense(w) => dense_linear(x, w)?,
+        CandleTensor::Mapped(m) => dense_linear(x, m.dense()?)?,
     };
     match bias {
         None => Ok(y),
@@ -97,6 +98,7 @@ fn dense_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 pub fn embedding(ids: &Tensor, table: &CandleTensor) -> Result<Tensor> {
     match table {
         CandleTensor::Quant(q) => quant::embedding(ids, q),
+        CandleTensor::Mapped(m) => m.embedding(ids),
         CandleTensor::Dense(t) => {
             let (_, dim) = t.dims2()?;
             let mut out = ids.dims().to_vec();

@@ -99,5 +99,6 @@ fn to_dtype(x: &CandleTensor, to: infer_core::DType) -> candle_core::Result<Tens
     match x {
         CandleTensor::Dense(t) => ew::to_dtype(t, target),
         CandleTensor::Quant(q) => ew::to_dtype(&quant::dequantize(q)?, target),
+        CandleTensor::Mapped(m) => ew::to_dtype(m.dense()?, target),
     }
 }

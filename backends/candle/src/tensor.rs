@@ -2,7 +2,8 @@
 //!
 //! Dense tensors are plain `candle_core::Tensor`s (cloning one shares its storage). GGML
 //! block-quantized weights stay quantized as a `QTensor` (shared through an `Arc`) and are only
-//! consumed by `Linear`, `Embedding` and `ToDType` (dequantization).
+//! consumed by `Linear`, `Embedding` and `ToDType` (dequantization). Mapped tensors are float
+//! lookup tables left in a checkpoint's pages ([`MappedTensor`]).
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use infer_core::{DType, Error, Result, TensorImpl, TensorObj};
 
 use crate::convert;
 use crate::ggml::GgmlMatrix;
+use crate::mapped::MappedTensor;
 
 /// A block-quantized weight (GGML layout), shape as logical elements, e.g. (out, in).
 #[derive(Clone)]
@@ -42,6 +44,7 @@ impl QuantTensor {
 pub enum CandleTensor {
     Dense(Tensor),
     Quant(QuantTensor),
+    Mapped(Arc<MappedTensor>),
 }
 
 impl CandleTensor {
@@ -49,6 +52,7 @@ impl CandleTensor {
         match self {
             CandleTensor::Dense(t) => t.dims(),
             CandleTensor::Quant(q) => q.dims(),
+            CandleTensor::Mapped(m) => m.dims(),
         }
     }
 
@@ -56,13 +60,16 @@ impl CandleTensor {
         match self {
             CandleTensor::Dense(t) => convert::from_candle_dtype(t.dtype()).unwrap_or(DType::F32),
             CandleTensor::Quant(q) => q.dtype,
+            CandleTensor::Mapped(m) => m.dtype(),
         }
     }
 
-    /// The dense tensor, or an error naming `what` (an op and operand) for a quantized one.
+    /// The dense tensor (a mapped one copied on first use), or an error naming `what` (an op
+    /// and operand) for a quantized one.
     pub fn dense(&self, what: &str) -> candle_core::Result<&Tensor> {
         match self {
             CandleTensor::Dense(t) => Ok(t),
+            CandleTensor::Mapped(m) => m.dense(),
             CandleTensor::Quant(q) => candle_core::bail!(
                 "{what}: quantized {} tensor {:?} can only be used by linear/embedding/to_dtype",
                 q.dtype,

@@ -34,13 +34,10 @@ impl Talker {
         let d = &cfg.dims;
         let (th, h) = (cfg.text_hidden_size, d.hidden_size);
         let proj = w.prefixed("text_projection");
-        let table = "model.text_embedding.weight";
-        let table_w = match w.stored_dtype(table) {
-            Some(d) if d.is_float() && d.storage_bytes(1) < w.dtype().storage_bytes(1) => w.with_dtype(d),
-            _ => w.clone(),
-        };
         Ok(Talker {
-            text_embedding: table_w.get_shaped(table, &[cfg.text_vocab_size, th])?,
+            // A third of the checkpoint, of which a prompt reads a few rows: left in the file's
+            // pages where the backend can, in its stored dtype (rows widened after lookup).
+            text_embedding: w.get_table("model.text_embedding.weight", &[cfg.text_vocab_size, th])?,
             dtype: w.dtype(),
             text_fc1: Linear::load(&proj.prefixed("linear_fc1"), th, th, true)?,
             text_fc2: Linear::load(&proj.prefixed("linear_fc2"), h, th, true)?,

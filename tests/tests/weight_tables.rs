@@ -1,0 +1,62 @@
+//! Lookup tables left in the checkpoint's mapped pages (`Weights::get_table`, the candle
+//! backend's mapped tensors) read exactly the rows a copied table gives, stay in their stored
+//! dtype, still work in any other op (copied on first use), and refuse bad ids and shapes with
+//! clear errors.
+
+use infer_backend_candle::CandleBackend;
+use infer_core::{DType, Tensor, Weights};
+
+const ROWS: usize = 50;
+const DIM: usize = 24;
+
+/// A bf16 table and an f16 one with varied values (exact in both types).
+fn checkpoint(dir: &std::path::Path) {
+    let value = |i: usize| ((i * 7919 % 1013) as f32 - 506.0) / 64.0;
+    let bf16: Vec<u8> = (0..ROWS * DIM).flat_map(|i| half::bf16::from_f32(value(i)).to_le_bytes()).collect();
+    let f16: Vec<u8> = (0..ROWS * DIM).flat_map(|i| half::f16::from_f32(value(i + 3)).to_le_bytes()).collect();
+    let views = [("table_bf16", safetensors::Dtype::BF16, &bf16), ("table_f16", safetensors::Dtype::F16, &f16)]
+        .map(|(n, d, b)| (n, safetensors::tensor::TensorView::new(d, vec![ROWS, DIM], b).unwrap()));
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+}
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.to_vec_f32().unwrap().iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn mapped_tables_read_the_rows_a_copied_table_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    checkpoint(tmp.path());
+    let backend = CandleBackend::backend().unwrap();
+    let w = Weights::from_dir(tmp.path(), &backend, DType::F32).unwrap();
+    let ids = Tensor::from_u32(&backend, &[0, 49, 7, 7, 23, 1], &[2, 3]).unwrap();
+    for (name, stored) in [("table_bf16", DType::BF16), ("table_f16", DType::F16)] {
+        let mapped = w.get_table(name, &[ROWS, DIM]).unwrap();
+        let copied = w.get_shaped(name, &[ROWS, DIM]).unwrap();
+        assert_eq!((mapped.dtype(), copied.dtype()), (stored, DType::F32), "{name}: stored dtype kept");
+        let rows = ids.embedding(&mapped).unwrap();
+        assert_eq!((rows.dims(), rows.dtype()), (&[2, 3, DIM][..], stored), "{name}");
+        assert_eq!(bits(&rows.to_dtype(DType::F32).unwrap()), bits(&ids.embedding(&copied).unwrap()), "{name}");
+
+        // Any other op computes on a copy: a product over the table, and its bytes.
+        let x = Tensor::from_f32(&backend, &vec![0.5; DIM], &[1, DIM]).unwrap().to_dtype(stored).unwrap();
+        let want = x.to_dtype(DType::F32).unwrap().linear(&copied, None).unwrap();
+        let got = x.linear(&mapped, None).unwrap().to_dtype(DType::F32).unwrap();
+        let close = got
+            .to_vec_f32()
+            .unwrap()
+            .iter()
+            .zip(want.to_vec_f32().unwrap())
+            .all(|(a, b)| (a - b).abs() <= 0.05 * b.abs().max(1.0));
+        assert!(close, "{name}: linear over the mapped table");
+        let bytes = mapped.to_bytes().unwrap();
+        assert_eq!(bytes.len(), ROWS * DIM * 2, "{name}: to_bytes");
+
+        let bad = Tensor::from_u32(&backend, &[ROWS as u32], &[1]).unwrap();
+        let err = bad.embedding(&mapped).unwrap_err().to_string();
+        assert!(err.contains("outside the table"), "{name}: {err}");
+    }
+    let err = w.get_table("table_bf16", &[ROWS, DIM + 1]).unwrap_err().to_string();
+    assert!(err.contains("has shape") && err.contains("table_bf16"), "{err}");
+    assert!(w.get_table("missing", &[ROWS, DIM]).is_err());
+}
