@@ -8,7 +8,7 @@
 //! RoPE pairs (x0, x1), (x2, x3), ... as Mistral's native checkpoints do (mlx-audio:
 //! `rope_traditional=True`); the attention scale is head_dim^-0.5.
 
-use infer_core::{KvCache, Result, RopeLayout, Tensor, Weights};
+use infer_core::{DType, KvCache, Result, RopeLayout, Tensor, Weights};
 use infer_layers::{AttentionConfig, RmsNorm, Rotary, SelfAttention, SwiGlu};
 
 use crate::config::{VoxtralTtsConfig, N_SPECIAL_CODES};
@@ -21,7 +21,10 @@ struct Block {
 }
 
 pub struct Backbone {
+    /// In its stored dtype, possibly left in the checkpoint's pages (only looked up).
     tok_embeddings: Tensor,
+    /// The compute dtype (looked-up token rows are converted to it).
+    dtype: DType,
     /// One table for all codebooks: the semantic codebook at row 0, acoustic codebook `k` at
     /// `semantic_size + k * acoustic_size` (each size including the two special codes).
     audio_embeddings: Tensor,
@@ -66,7 +69,10 @@ impl Backbone {
             std::iter::once(0).chain((0..a.n_acoustic_codebook).map(|k| (semantic + k * acoustic) as u32)).collect();
         let mm = w.prefixed("mm_audio_embeddings");
         Ok(Backbone {
-            tok_embeddings: mm.get_shaped("tok_embeddings.weight", &[cfg.vocab_size, dim])?,
+            // 131072 rows of which a prompt reads a few: a table (never a product: the backbone
+            // has no text head), left in the file's pages where the backend can.
+            tok_embeddings: mm.get_table("tok_embeddings.weight", &[cfg.vocab_size, dim])?,
+            dtype: w.dtype(),
             audio_embeddings: mm
                 .get_shaped("audio_codebook_embeddings.embeddings.weight", &[cfg.audio_embedding_rows(), dim])?,
             codebook_offsets,
@@ -83,7 +89,9 @@ impl Backbone {
 
     /// Token embeddings of `ids`: (1, n, dim).
     pub fn embed_tokens(&self, ids: &[u32]) -> Result<Tensor> {
-        Tensor::from_u32(self.tok_embeddings.backend(), ids, &[1, ids.len()])?.embedding(&self.tok_embeddings)
+        Tensor::from_u32(self.tok_embeddings.backend(), ids, &[1, ids.len()])?
+            .embedding(&self.tok_embeddings)?
+            .to_dtype(self.dtype)
     }
 
     /// The next step's input for a generated frame: the sum of its codes' embeddings, each codebook
