@@ -39,7 +39,7 @@ fn mapped_tables_read_the_rows_a_copied_table_reads() {
         assert_eq!(bits(&rows.to_dtype(DType::F32).unwrap()), bits(&ids.embedding(&copied).unwrap()), "{name}");
 
         // Any other op computes on a copy: a product over the table, and its bytes.
-        let x = Tensor::from_f32(&backend, &vec![0.5; DIM], &[1, DIM]).unwrap().to_dtype(stored).unwrap();
+        let x = Tensor::from_f32(&backend, &[0.5; DIM], &[1, DIM]).unwrap().to_dtype(stored).unwrap();
         let want = x.to_dtype(DType::F32).unwrap().linear(&copied, None).unwrap();
         let got = x.linear(&mapped, None).unwrap().to_dtype(DType::F32).unwrap();
         let close = got
