@@ -65,6 +65,19 @@ impl Backing {
         }
     }
 
+    /// Maps the pages of `start..end` in one call (best effort: older kernels lack
+    /// `MADV_POPULATE_READ`): page by page, the first product over weights left in place took
+    /// several times longer where page faults are expensive.
+    fn prefault(&self, start: usize, end: usize) {
+        let map = match self {
+            Backing::Mmap(m) => &**m,
+            Backing::Gguf(g) => g.mmap(),
+        };
+        #[cfg(target_os = "linux")]
+        let _ = map.advise_range(memmap2::Advice::PopulateRead, start, end - start);
+        let _ = (map, start, end);
+    }
+
     /// Drops the mapped pages of a range the backend has copied, so a loaded model is not
     /// resident twice (file pages + backend copy).
     fn release(&self, start: usize, end: usize) {
@@ -222,7 +235,7 @@ impl Weights {
     pub fn get_linear(&self, name: &str, out_dim: usize, in_dim: usize) -> Result<Tensor> {
         let shape = [out_dim, in_dim];
         let Some(q) = self.linear_quant.filter(|q| in_dim.is_multiple_of(q.block().0)) else {
-            return self.get_shaped(name, &shape);
+            return self.get_in_place(name, &shape);
         };
         // Quantized straight from the stored floats where widening them to the compute dtype
         // is exact (bf16 or f16 stored, f32 compute; or stored as computed): the same blocks,
@@ -303,6 +316,23 @@ impl Weights {
         let t = t.map_err(located)?;
         backing.release(e.start, e.end);
         Ok(t)
+    }
+
+    /// A linear weight stored in the compute dtype, half precision: handed over as shared bytes,
+    /// which a backend whose product kernels read such weights in place keeps (candle): loading
+    /// copies nothing and the weights are resident once, as the file's pages (mapped in one
+    /// call here rather than page by page on the first product). Other weights as
+    /// [`Weights::get_shaped`].
+    fn get_in_place(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let full = self.full_name(name);
+        let Some(e) = self.store.entries.get(&full) else { return self.get_shaped(name, shape) };
+        if e.dtype != self.dtype || !matches!(e.dtype, DType::BF16 | DType::F16) || e.shape != shape {
+            return self.get_shaped(name, shape);
+        }
+        let (path, backing) = &self.store.files[e.file];
+        backing.prefault(e.start, e.end);
+        Tensor::from_shared(&self.backend, backing.shared(), e.start, e.end, e.dtype, &e.shape)
+            .map_err(|err| Error::checkpoint(path, format!("tensor `{full}`: {err}")))
     }
 
     /// A lookup table (rows, dim) read only through [`Tensor::embedding`], in its stored float

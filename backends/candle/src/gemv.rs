@@ -10,7 +10,8 @@
 //! CPU has that ([`bf16_kernel`]).
 
 use crate::out_ptr::OutPtr;
-use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
+use crate::weight_rows::{with_rows, WeightRows};
+use candle_core::{DType as C, Result, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
 /// Largest number of input rows handled here; more rows go to gemm (compute-bound).
@@ -31,12 +32,14 @@ pub fn try_linear(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
 /// [`try_linear`] with bf16 rows dotted by `bf16` (or the best kernel below it this CPU has):
 /// benchmarks and tests compare the kernels through it.
 pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Option<Tensor>> {
-    let (m, k) = x.dims2()?;
-    let (n, kw) = w.dims2()?;
-    if m == 0 || m > MAX_ROWS || k != kw || k == 0 || n == 0 || x.dtype() != w.dtype() {
-        return Ok(None);
-    }
-    if !matches!(w.dtype(), C::F32 | C::F16 | C::BF16) || !w.is_contiguous() {
+    let Ok((n, k)) = w.dims2() else { return Ok(None) };
+    with_rows(w, |rows| linear_rows(x, rows, n, k, bf16)).unwrap_or(Ok(None))
+}
+
+/// [`try_linear_with`] on the weight rows `w` (n, k) wherever they are.
+pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, bf16: Bf16Kernel) -> Result<Option<Tensor>> {
+    let (m, kx) = x.dims2()?;
+    if m == 0 || m > MAX_ROWS || k != kx || k == 0 || n == 0 || x.dtype() != w.dtype() || w.len() != n * k {
         return Ok(None);
     }
     let kernel = bf16.min(detected_bf16_kernel());
@@ -47,26 +50,21 @@ pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Optio
     } else {
         (x.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>()?, Vec::new())
     };
-    let (storage, layout) = w.storage_and_layout();
-    let Storage::Cpu(cpu) = &*storage else { return Ok(None) };
-    let off = layout.start_offset();
     let mut out = vec![0f32; m * n];
     let fma = has_fma();
-    match cpu {
-        CpuStorage::F32(v) => run(&v[off..off + n * k], &xf, m, n, k, &mut out, |r, x| <f32 as Row>::dot(r, x, fma)),
+    match w {
+        WeightRows::F32(v) => run(v, &xf, m, n, k, &mut out, |r, x| <f32 as Row>::dot(r, x, fma)),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU supports avx512f/bw and avx512bf16 (`detected_bf16_kernel`).
-        CpuStorage::BF16(v) if bf16_pairs => {
-            run_rows(&v[off..off + n * k], &xb, m, n, k, &mut out, |r, x| unsafe { dot_m_bf16_dp(r, x, m) })
+        WeightRows::Bf16(v) if bf16_pairs => {
+            run_rows(v, &xb, m, n, k, &mut out, |r, x| unsafe { dot_m_bf16_dp(r, x, m) })
         }
-        CpuStorage::BF16(v) => {
+        WeightRows::Bf16(v) => {
             let fma = kernel >= Bf16Kernel::Avx2;
-            run(&v[off..off + n * k], &xf, m, n, k, &mut out, |r, x| <bf16 as Row>::dot(r, x, fma))
+            run(v, &xf, m, n, k, &mut out, |r, x| <bf16 as Row>::dot(r, x, fma))
         }
-        CpuStorage::F16(v) => run(&v[off..off + n * k], &xf, m, n, k, &mut out, |r, x| <f16 as Row>::dot(r, x, fma)),
-        _ => return Ok(None),
+        WeightRows::F16(v) => run(v, &xf, m, n, k, &mut out, |r, x| <f16 as Row>::dot(r, x, fma)),
     }
-    drop(storage);
     let y = Tensor::from_vec(out, (m, n), x.device())?;
     Ok(Some(if x.dtype() == C::F32 { y } else { y.to_dtype(x.dtype())? }))
 }

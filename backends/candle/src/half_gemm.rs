@@ -13,10 +13,11 @@
 
 use std::cell::RefCell;
 
-use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
+use candle_core::{DType as C, Result, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
 use crate::out_ptr::OutPtr;
+use crate::weight_rows::{with_rows, WeightRows};
 
 use crate::gemv::{self, Bf16Kernel};
 
@@ -81,25 +82,23 @@ pub fn try_linear(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
 /// shape can run (AMX needs [`amx::available`], `vdpbf16ps` AVX-512 BF16 and an even k):
 /// benchmarks and tests compare the kernels through it.
 pub fn try_linear_with(x: &Tensor, w: &Tensor, kernel: HalfKernel) -> Result<Option<Tensor>> {
-    let (m, k) = x.dims2()?;
-    let (n, kw) = w.dims2()?;
-    if m == 0 || k == 0 || n == 0 || k != kw || x.dtype() != w.dtype() || !w.is_contiguous() {
-        return Ok(None);
-    }
-    if !matches!(w.dtype(), C::BF16 | C::F16) {
+    let Ok((n, k)) = w.dims2() else { return Ok(None) };
+    with_rows(w, |rows| linear_rows(x, rows, n, k, kernel)).unwrap_or(Ok(None))
+}
+
+/// [`try_linear_with`] on the weight rows `w` (n, k) wherever they are.
+pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, kernel: HalfKernel) -> Result<Option<Tensor>> {
+    let (m, kx) = x.dims2()?;
+    if m == 0 || k == 0 || n == 0 || k != kx || x.dtype() != w.dtype() || w.len() != n * k {
         return Ok(None);
     }
     #[cfg(target_arch = "x86_64")]
-    if w.dtype() == C::BF16 {
+    if let WeightRows::Bf16(w) = w {
         let amx = kernel >= HalfKernel::Amx && amx_available();
         if amx || (kernel >= HalfKernel::Dpbf16 && k.is_multiple_of(2) && tiles::available()) {
             // x is bf16 too (the dtypes match): its values are exact tile operands.
             let xb = x.flatten_all()?.to_vec1::<bf16>()?;
-            let (storage, layout) = w.storage_and_layout();
-            let Storage::Cpu(CpuStorage::BF16(v)) = &*storage else { return Ok(None) };
-            let off = layout.start_offset();
             let mut out = vec![0f32; m * n];
-            let w = &v[off..off + n * k];
             #[cfg(target_os = "linux")]
             if amx {
                 amx::product(w, &xb, m, n, k, &mut out);
@@ -108,22 +107,21 @@ pub fn try_linear_with(x: &Tensor, w: &Tensor, kernel: HalfKernel) -> Result<Opt
             }
             #[cfg(not(target_os = "linux"))]
             tiles::product(w, &xb, m, n, k, &mut out);
-            drop(storage);
             return Tensor::from_vec(out, (m, n), x.device())?.to_dtype(x.dtype()).map(Some);
         }
     }
-    let xs = x.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>()?;
-    let (storage, layout) = w.storage_and_layout();
-    let Storage::Cpu(cpu) = &*storage else { return Ok(None) };
-    let off = layout.start_offset();
+    let _ = kernel;
     let rows = panel_rows(n, k, threads());
     let mut out = vec![0f32; m * n];
-    match cpu {
-        CpuStorage::BF16(v) => product(&v[off..off + n * k], &xs, m, n, k, rows, &mut out),
-        CpuStorage::F16(v) => product(&v[off..off + n * k], &xs, m, n, k, rows, &mut out),
-        _ => return Ok(None),
+    match w {
+        WeightRows::Bf16(v) => {
+            product(v, &x.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>()?, m, n, k, rows, &mut out)
+        }
+        WeightRows::F16(v) => {
+            product(v, &x.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>()?, m, n, k, rows, &mut out)
+        }
+        WeightRows::F32(_) => return Ok(None),
     }
-    drop(storage);
     Tensor::from_vec(out, (m, n), x.device())?.to_dtype(x.dtype()).map(Some)
 }
 

@@ -19,7 +19,7 @@ pub mod gemv;
 pub mod ggml;
 pub mod half_gemm;
 pub mod linear;
-mod mapped;
+pub mod mapped;
 pub mod norm;
 pub mod ops;
 mod out_ptr;
@@ -30,6 +30,7 @@ pub mod shape_ops;
 pub mod sys;
 pub mod tensor;
 pub mod thin_product;
+pub mod weight_rows;
 
 mod registration;
 

@@ -2,8 +2,10 @@
 
 use candle_core::{DType as C, Result, Tensor};
 
+use crate::mapped::MappedTensor;
 use crate::quant;
 use crate::tensor::CandleTensor;
+use crate::weight_rows::{with_rows, WeightRows};
 use crate::{gemv, half_gemm};
 
 /// `a @ b` with PyTorch `matmul` semantics: batch dims broadcast, 1-D operands are promoted to
@@ -50,7 +52,7 @@ pub fn linear(x: &Tensor, w: &CandleTensor, bias: Option<&Tensor>) -> Result<Ten
     let y = match w {
         CandleTensor::Quant(q) => quant::linear(x, q)?,
         CandleTensor::Dense(w) => dense_linear(x, w)?,
-        CandleTensor::Mapped(m) => dense_linear(x, m.dense()?)?,
+        CandleTensor::Mapped(m) => mapped_linear(x, m)?,
     };
     match bias {
         None => Ok(y),
@@ -63,11 +65,33 @@ pub fn linear(x: &Tensor, w: &CandleTensor, bias: Option<&Tensor>) -> Result<Ten
 
 fn dense_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let (n, k) = w.dims2()?;
-    if x.dtype() != w.dtype() {
+    let (x2, out) = product_input(x, w.dtype(), n, k)?;
+    let y = match with_rows(w, |rows| rows_product(&x2, rows, n, k)).transpose()?.flatten() {
+        Some(y) => y,
+        None => x2.matmul(&w.t()?)?,
+    };
+    y.reshape(out)
+}
+
+/// A weight left in the checkpoint's pages: the row kernels read it in place; a product they do
+/// not take (f32 weights beyond decode rows, misaligned bytes) runs on a copy.
+fn mapped_linear(x: &Tensor, w: &MappedTensor) -> Result<Tensor> {
+    let Some(rows) = w.rows() else { return dense_linear(x, w.dense()?) };
+    let &[n, k] = w.dims() else { candle_core::bail!("a linear weight must be 2-D, got {:?}", w.dims()) };
+    let (x2, out) = product_input(x, rows.dtype(), n, k)?;
+    match rows_product(&x2, rows, n, k)? {
+        Some(y) => y.reshape(out),
+        None => dense_linear(x, w.dense()?),
+    }
+}
+
+/// `x` checked against a weight (n, k) of `dtype` and flattened to (m, k), with the output's
+/// shape.
+fn product_input(x: &Tensor, dtype: C, n: usize, k: usize) -> Result<(Tensor, Vec<usize>)> {
+    if x.dtype() != dtype {
         candle_core::bail!(
-            "input is {:?} but the weight is {:?}: convert one of them (weights are usually converted at load)",
-            x.dtype(),
-            w.dtype()
+            "input is {:?} but the weight is {dtype:?}: convert one of them (weights are usually converted at load)",
+            x.dtype()
         );
     }
     if !matches!(x.dtype(), C::F32 | C::F16 | C::BF16) {
@@ -81,16 +105,17 @@ fn dense_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     // Rows of a contiguous x are already a (m, k) matrix; a strided x is copied once (it is
     // m * k elements, small next to the m * k * n product).
     let x2 = x.contiguous()?.reshape((m, k))?;
-    let y = match gemv::try_linear(&x2, w)? {
-        Some(y) => y,
-        None => match half_gemm::try_linear(&x2, w)? {
-            Some(y) => y,
-            None => x2.matmul(&w.t()?)?,
-        },
-    };
     let mut out = dims;
     *out.last_mut().expect("rank >= 1") = n;
-    y.reshape(out)
+    Ok((x2, out))
+}
+
+/// The row kernels' product `x2 @ wᵀ` (decode rows, or half-precision weights), if they take it.
+fn rows_product(x2: &Tensor, w: WeightRows<'_>, n: usize, k: usize) -> Result<Option<Tensor>> {
+    match gemv::linear_rows(x2, w, n, k, gemv::bf16_kernel())? {
+        Some(y) => Ok(Some(y)),
+        None => half_gemm::linear_rows(x2, w, n, k, half_gemm::best_kernel()),
+    }
 }
 
 /// Rows of `table` (vocab, dim) selected by `ids` (any shape): shape `ids.shape + [dim]`.

@@ -1,7 +1,8 @@
 //! Dense tensors left where the caller's bytes lie (`from_shared` of a float dtype: a
 //! checkpoint's mapped pages). A lookup table is read row by row in place, so a speech model's
-//! 151936-row text embedding costs no copy at load and no memory beyond the rows used; any other
-//! op gets a copy made on its first use (candle's tensors own their storage).
+//! 151936-row text embedding costs no copy at load and no memory beyond the rows used; a linear
+//! weight is read in place by the row kernels (`gemv`, `half_gemm`); any other op gets a copy
+//! made on its first use (candle's tensors own their storage).
 
 use std::sync::OnceLock;
 
@@ -9,6 +10,7 @@ use candle_core::{DType as C, Tensor};
 use infer_core::{DType, Error, Result, SharedBytes};
 
 use crate::convert;
+use crate::weight_rows::WeightRows;
 
 pub struct MappedTensor {
     owner: SharedBytes,
@@ -46,6 +48,11 @@ impl MappedTensor {
 
     pub fn bytes(&self) -> &[u8] {
         &self.owner.bytes().as_slice()[self.start..self.end]
+    }
+
+    /// The elements in place, where the bytes are aligned for them.
+    pub fn rows(&self) -> Option<WeightRows<'_>> {
+        WeightRows::of_bytes(self.bytes(), convert::to_candle_dtype(self.dtype)?)
     }
 
     /// The tensor as a candle tensor: a copy, made once.

@@ -1,7 +1,8 @@
-//! Lookup tables left in the checkpoint's mapped pages (`Weights::get_table`, the candle
-//! backend's mapped tensors) read exactly the rows a copied table gives, stay in their stored
+//! Weights left in the checkpoint's mapped pages (the candle backend's mapped tensors): lookup
+//! tables (`Weights::get_table`) read exactly the rows a copied table gives, stay in their stored
 //! dtype, still work in any other op (copied on first use), and refuse bad ids and shapes with
-//! clear errors.
+//! clear errors; half-precision linear weights (`Weights::get_linear` at their stored dtype) give
+//! bit for bit the products of copied weights, for decode and prefill row counts.
 
 use infer_backend_candle::CandleBackend;
 use infer_core::{DType, Tensor, Weights};
@@ -59,4 +60,27 @@ fn mapped_tables_read_the_rows_a_copied_table_reads() {
     let err = w.get_table("table_bf16", &[ROWS, DIM + 1]).unwrap_err().to_string();
     assert!(err.contains("has shape") && err.contains("table_bf16"), "{err}");
     assert!(w.get_table("missing", &[ROWS, DIM]).is_err());
+}
+
+#[test]
+fn linear_weights_read_in_place_give_the_products_of_copied_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    checkpoint(tmp.path());
+    let backend = CandleBackend::backend().unwrap();
+    for (name, stored) in [("table_bf16", DType::BF16), ("table_f16", DType::F16)] {
+        let w = Weights::from_dir(tmp.path(), &backend, stored).unwrap();
+        let in_place = w.get_linear(name, ROWS, DIM).unwrap();
+        let copied = w.get_shaped(name, &[ROWS, DIM]).unwrap();
+        assert_eq!(in_place.dtype(), stored);
+        // 1 and 3 rows: the decode kernel; 40: the half-precision product.
+        for rows in [1, 3, 40] {
+            let x: Vec<f32> = (0..rows * DIM).map(|i| (i as f32 * 0.37).sin()).collect();
+            let x = Tensor::from_f32(&backend, &x, &[rows, DIM]).unwrap().to_dtype(stored).unwrap();
+            let got = x.linear(&in_place, None).unwrap().to_dtype(DType::F32).unwrap();
+            let want = x.linear(&copied, None).unwrap().to_dtype(DType::F32).unwrap();
+            assert_eq!((got.dims(), bits(&got)), (want.dims(), bits(&want)), "{name}, {rows} rows");
+        }
+        let err = w.get_linear(name, ROWS, DIM + 1).unwrap_err().to_string();
+        assert!(err.contains("has shape"), "{err}");
+    }
 }
