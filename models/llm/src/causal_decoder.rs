@@ -24,6 +24,9 @@ pub struct DecoderParts {
     pub info: ModelInfo,
     /// (vocab, hidden) token embeddings.
     pub embed: Tensor,
+    /// The compute dtype: rows looked up in a float table stored in another dtype (a table left
+    /// in the checkpoint's pages) are converted to it.
+    pub dtype: DType,
     /// Multiplies embeddings (Gemma: sqrt(hidden)).
     pub embed_scale: Option<f64>,
     pub layers: Vec<Box<dyn DecoderLayer>>,
@@ -48,6 +51,11 @@ impl CausalDecoder {
 
     fn embed(&self, tokens: &Tensor) -> Result<Tensor> {
         let x = tokens.embedding(&self.parts.embed)?;
+        let x = if self.parts.embed.dtype().is_float() && x.dtype() != self.parts.dtype {
+            x.to_dtype(self.parts.dtype)?
+        } else {
+            x
+        };
         match self.parts.embed_scale {
             Some(s) => x.scale(s),
             None => Ok(x),

@@ -219,6 +219,7 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
         info: model_info("gemma3", hp, &embed, opts),
         embed_scale: Some((hp.hidden as f64).sqrt()),
         embed,
+        dtype: opts.dtype,
         layers,
         layer_windows: p.sliding.iter().map(|&s| if s { p.sliding_window } else { 0 }).collect(),
         norm: RmsNorm::load_offset(&m.prefixed("norm"), hp.hidden, hp.rms_eps, p.norm_offset)?,

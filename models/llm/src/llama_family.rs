@@ -66,15 +66,20 @@ pub fn build(
             }) as Box<dyn DecoderLayer>)
         })
         .collect::<Result<Vec<_>>>()?;
-    let embed = m.get_shaped("embed_tokens.weight", &[hp.vocab_size, hp.hidden])?;
-    let lm_head = if hp.tie_embeddings || !w.contains("lm_head.weight") {
-        Linear::from_weight(embed.clone())
+    let shape = [hp.vocab_size, hp.hidden];
+    let (embed, lm_head) = if hp.tie_embeddings || !w.contains("lm_head.weight") {
+        let embed = m.get_shaped("embed_tokens.weight", &shape)?;
+        (embed.clone(), Linear::from_weight(embed))
     } else {
-        Linear::load(&w.prefixed("lm_head"), hp.vocab_size, hp.hidden, false)?
+        // Untied (Llama 3 8B: 1 GB of bf16): a lookup table, left in the file's pages where
+        // the backend can.
+        let embed = m.get_table("embed_tokens.weight", &shape)?;
+        (embed, Linear::load(&w.prefixed("lm_head"), hp.vocab_size, hp.hidden, false)?)
     };
     Ok(CausalDecoder::new(DecoderParts {
         info: model_info(flavor.architecture, hp, &embed, opts),
         embed,
+        dtype: opts.dtype,
         embed_scale: None,
         layers,
         layer_windows: vec![0; hp.layers],
