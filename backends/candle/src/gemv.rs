@@ -39,7 +39,7 @@ pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Optio
 /// [`try_linear_with`] on the weight rows `w` (n, k) wherever they are.
 pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, bf16: Bf16Kernel) -> Result<Option<Tensor>> {
     let (m, kx) = x.dims2()?;
-    if m == 0 || m > MAX_ROWS || k != kx || k == 0 || n == 0 || x.dtype() != w.dtype() || w.len() != n * k {
+    if m == 0 || m > MAX_ROWS || k != kx || k == 0 || n == 0 || x.dtype() != w.dtype() || w.numel() != n * k {
         return Ok(None);
     }
     let kernel = bf16.min(detected_bf16_kernel());

@@ -89,7 +89,7 @@ pub fn try_linear_with(x: &Tensor, w: &Tensor, kernel: HalfKernel) -> Result<Opt
 /// [`try_linear_with`] on the weight rows `w` (n, k) wherever they are.
 pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, kernel: HalfKernel) -> Result<Option<Tensor>> {
     let (m, kx) = x.dims2()?;
-    if m == 0 || k == 0 || n == 0 || k != kx || x.dtype() != w.dtype() || w.len() != n * k {
+    if m == 0 || k == 0 || n == 0 || k != kx || x.dtype() != w.dtype() || w.numel() != n * k {
         return Ok(None);
     }
     #[cfg(target_arch = "x86_64")]

@@ -26,7 +26,9 @@ impl<'a> WeightRows<'a> {
     /// (this crate targets little-endian CPUs, where the bytes are the values).
     pub fn of_bytes(bytes: &'a [u8], dtype: C) -> Option<WeightRows<'a>> {
         let size = dtype.size_in_bytes();
-        if !cfg!(target_endian = "little") || !(bytes.as_ptr() as usize).is_multiple_of(size) || bytes.len() % size != 0
+        if !cfg!(target_endian = "little")
+            || !(bytes.as_ptr() as usize).is_multiple_of(size)
+            || !bytes.len().is_multiple_of(size)
         {
             return None;
         }
@@ -52,7 +54,8 @@ impl<'a> WeightRows<'a> {
         }
     }
 
-    pub fn len(&self) -> usize {
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
         match self {
             WeightRows::F32(v) => v.len(),
             WeightRows::Bf16(v) => v.len(),
