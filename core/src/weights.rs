@@ -65,6 +65,29 @@ impl Backing {
         }
     }
 
+    /// Entry `e` through `from_shared`. A backend that kept the file's bytes (it holds another
+    /// handle on the mapping now) gets their pages mapped in one call when `prefault` (weights
+    /// every product reads whole); one that copied them gets them dropped, so the tensor is not
+    /// resident twice (as after `from_bytes`).
+    fn hand_over(&self, backend: &Backend, e: &Entry, prefault: bool) -> Result<Tensor> {
+        let holders = self.holders();
+        let t = Tensor::from_shared(backend, self.shared(), e.start, e.end, e.dtype, &e.shape)?;
+        if self.holders() <= holders {
+            self.release(e.start, e.end);
+        } else if prefault {
+            self.prefault(e.start, e.end);
+        }
+        Ok(t)
+    }
+
+    /// Handles on the mapping alive now (this store's, and those backends kept).
+    fn holders(&self) -> usize {
+        match self {
+            Backing::Mmap(m) => Arc::strong_count(m),
+            Backing::Gguf(g) => Arc::strong_count(g),
+        }
+    }
+
     /// Maps the pages of `start..end` in one call (best effort: older kernels lack
     /// `MADV_POPULATE_READ`): page by page, the first product over weights left in place took
     /// several times longer where page faults are expensive.
@@ -330,9 +353,8 @@ impl Weights {
             return self.get_shaped(name, shape);
         }
         let (path, backing) = &self.store.files[e.file];
-        backing.prefault(e.start, e.end);
-        Tensor::from_shared(&self.backend, backing.shared(), e.start, e.end, e.dtype, &e.shape)
-            .map_err(|err| Error::checkpoint(path, format!("tensor `{full}`: {err}")))
+        let t = backing.hand_over(&self.backend, e, true);
+        t.map_err(|err| Error::checkpoint(path, format!("tensor `{full}`: {err}")))
     }
 
     /// A lookup table (rows, dim) read only through [`Tensor::embedding`], in its stored float
@@ -346,8 +368,8 @@ impl Weights {
             return self.get_shaped(name, shape);
         };
         let (path, backing) = &self.store.files[e.file];
-        let t = Tensor::from_shared(&self.backend, backing.shared(), e.start, e.end, e.dtype, &e.shape)
-            .map_err(|err| Error::checkpoint(path, format!("tensor `{}`: {err}", self.full_name(name))))?;
+        let t = backing.hand_over(&self.backend, e, false);
+        let t = t.map_err(|err| Error::checkpoint(path, format!("tensor `{}`: {err}", self.full_name(name))))?;
         self.checked_shape(name, t, shape)
     }
 
