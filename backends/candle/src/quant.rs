@@ -11,6 +11,7 @@ use infer_core::{DType, Error, Result, SharedBytes};
 use crate::ggml::{GgmlMatrix, OwnedBlocks};
 use crate::out_ptr::OutPtr;
 use crate::tensor::{QuantRepr, QuantTensor};
+use crate::weight_rows::{with_rows, WeightRows};
 
 pub use infer_core::gguf::to_ggml;
 
@@ -86,15 +87,8 @@ pub fn quantize(t: &Tensor, dtype: DType) -> candle_core::Result<QuantTensor> {
         candle_core::bail!("only float tensors can be quantized, got {:?}", t.dtype());
     }
     let t = if matches!(t.dtype(), C::F32 | C::BF16 | C::F16) { t.contiguous()? } else { t.to_dtype(C::F32)? };
-    let (storage, layout) = t.storage_and_layout();
-    let Some((a, z)) = layout.contiguous_offsets() else { candle_core::bail!("quantize: not contiguous") };
-    let rows = match &*storage {
-        Storage::Cpu(CpuStorage::F32(v)) => Rows::F32(&v[a..z]),
-        Storage::Cpu(CpuStorage::BF16(v)) => Rows::Bf16(&v[a..z]),
-        Storage::Cpu(CpuStorage::F16(v)) => Rows::F16(&v[a..z]),
-        _ => candle_core::bail!("quantize: {:?} is not a CPU float tensor", t.dtype()),
-    };
-    let blocks = match quantize_rows(rows, t.dims()[1], g) {
+    let k = t.dims()[1];
+    let blocks = match with_rows(&t, |rows| quantize_rows(rows, k, g)).flatten() {
         Some(blocks) => blocks,
         None => Box::new(QTensor::quantize(&t, g)?.data()?.into_owned()),
     };
@@ -113,22 +107,8 @@ pub fn quantize_bytes(bytes: &[u8], stored: DType, dtype: DType, shape: &[usize]
     if bytes.len() != stored.storage_bytes(numel) {
         return Err(Error::Shape(format!("{} bytes for a {stored} tensor of shape {shape:?}", bytes.len())));
     }
-    let size = stored.storage_bytes(1);
-    let blocks = if !stored.is_float() || !(bytes.as_ptr() as usize).is_multiple_of(size) {
-        None
-    } else {
-        // SAFETY: the length matches `numel` elements and the start is aligned for them
-        // (checked above); every bit pattern is a valid f32 / bf16 / f16.
-        let rows = unsafe {
-            match stored {
-                DType::F32 => Some(Rows::F32(std::slice::from_raw_parts(bytes.as_ptr() as *const f32, numel))),
-                DType::BF16 => Some(Rows::Bf16(std::slice::from_raw_parts(bytes.as_ptr() as *const half::bf16, numel))),
-                DType::F16 => Some(Rows::F16(std::slice::from_raw_parts(bytes.as_ptr() as *const half::f16, numel))),
-                _ => None,
-            }
-        };
-        rows.and_then(|r| quantize_rows(r, shape[1], g))
-    };
+    let rows = crate::convert::to_candle_dtype(stored).and_then(|d| WeightRows::of_bytes(bytes, d));
+    let blocks = rows.and_then(|r| quantize_rows(r, shape[1], g));
     match blocks {
         Some(blocks) => owned_blocks(blocks, dtype, shape),
         // Unaligned bytes or a format without a banded quantizer: through a tensor.
@@ -162,7 +142,7 @@ const QUANT_BAND_MIN: usize = 1 << 16;
 /// quantizer runs on one thread, and at load it was a third of a quantized speech model's
 /// start-up; rows are whole blocks, so bands of rows are quantized across candle's pool
 /// (half-precision rows widened band by band, never the whole matrix at once).
-fn quantize_rows(rows: Rows<'_>, k: usize, g: GgmlDType) -> Option<OwnedBlocks> {
+fn quantize_rows(rows: WeightRows<'_>, k: usize, g: GgmlDType) -> Option<OwnedBlocks> {
     use candle_core::quantized::k_quants::*;
     Some(match g {
         GgmlDType::Q4_0 => quantize_rows_as(rows, k, BlockQ4_0::from_float),
@@ -179,42 +159,14 @@ fn quantize_rows(rows: Rows<'_>, k: usize, g: GgmlDType) -> Option<OwnedBlocks> 
     })
 }
 
-/// Float rows to quantize, in their stored precision.
-#[derive(Clone, Copy)]
-enum Rows<'a> {
-    F32(&'a [f32]),
-    Bf16(&'a [half::bf16]),
-    F16(&'a [half::f16]),
-}
-
-impl Rows<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Rows::F32(v) => v.len(),
-            Rows::Bf16(v) => v.len(),
-            Rows::F16(v) => v.len(),
-        }
-    }
-
-    /// Values `lo..hi` as f32 (borrowed where they already are).
-    fn f32_range(&self, lo: usize, hi: usize) -> Cow<'_, [f32]> {
-        use half::slice::HalfFloatSliceExt;
-        match self {
-            Rows::F32(v) => Cow::Borrowed(&v[lo..hi]),
-            Rows::Bf16(v) => Cow::Owned(v[lo..hi].to_f32_vec()),
-            Rows::F16(v) => Cow::Owned(v[lo..hi].to_f32_vec()),
-        }
-    }
-}
-
 /// Rows of `k` values quantized to blocks `B` by `from_float` (candle's, or a vectorized
 /// equivalent), in bands across the pool.
 fn quantize_rows_as<B: candle_core::quantized::k_quants::GgmlType + Send + Sync + 'static>(
-    rows: Rows<'_>,
+    rows: WeightRows<'_>,
     k: usize,
     from_float: fn(&[f32], &mut [B]),
 ) -> OwnedBlocks {
-    let n = rows.len() / k;
+    let n = rows.numel() / k;
     let per_row = k / B::BLCK_SIZE;
     let mut blocks = vec![B::zeros(); n * per_row];
     // Rows r0..r1 into their blocks `out`.
@@ -395,9 +347,9 @@ mod tests {
                     let want = QTensor::quantize(&w, g).unwrap().data().unwrap().into_owned();
                     let flat = w.flatten_all().unwrap();
                     let got = match dtype {
-                        C::F32 => quantize_rows(Rows::F32(&flat.to_vec1().unwrap()), k, g),
-                        C::BF16 => quantize_rows(Rows::Bf16(&flat.to_vec1().unwrap()), k, g),
-                        _ => quantize_rows(Rows::F16(&flat.to_vec1().unwrap()), k, g),
+                        C::F32 => quantize_rows(WeightRows::F32(&flat.to_vec1().unwrap()), k, g),
+                        C::BF16 => quantize_rows(WeightRows::Bf16(&flat.to_vec1().unwrap()), k, g),
+                        _ => quantize_rows(WeightRows::F16(&flat.to_vec1().unwrap()), k, g),
                     };
                     assert_eq!((*got.unwrap()).as_ref(), want, "{g:?} from {dtype:?}, {n}x{k}");
                 }

@@ -1,8 +1,10 @@
-//! A row-major (n, k) float weight as the dense product kernels read it: a slice of a candle
+//! A row-major (n, k) float weight as the dense product kernels and the quantizer read it: a slice of a candle
 //! tensor's storage, or of a checkpoint's mapped bytes ([`crate::mapped`]), never copied.
 
+use std::borrow::Cow;
+
 use candle_core::{CpuStorage, DType as C, Storage, Tensor};
-use half::{bf16, f16};
+use half::{bf16, f16, slice::HalfFloatSliceExt};
 
 #[derive(Clone, Copy)]
 pub enum WeightRows<'a> {
@@ -51,6 +53,15 @@ impl<'a> WeightRows<'a> {
             WeightRows::F32(_) => C::F32,
             WeightRows::Bf16(_) => C::BF16,
             WeightRows::F16(_) => C::F16,
+        }
+    }
+
+    /// Elements `lo..hi` as f32 (borrowed where they already are).
+    pub fn f32_range(&self, lo: usize, hi: usize) -> Cow<'a, [f32]> {
+        match *self {
+            WeightRows::F32(v) => Cow::Borrowed(&v[lo..hi]),
+            WeightRows::Bf16(v) => Cow::Owned(v[lo..hi].to_f32_vec()),
+            WeightRows::F16(v) => Cow::Owned(v[lo..hi].to_f32_vec()),
         }
     }
 
