@@ -56,6 +56,14 @@ pub const LLM_FIXTURES: [&str; 10] = [
     "gemma3/window-long",
 ];
 
+/// Writes `model.safetensors` into `dir` from (name, dtype, shape, little-endian bytes).
+pub fn write_safetensors(dir: &Path, tensors: &[(&str, safetensors::Dtype, Vec<usize>, &[u8])]) {
+    let views = tensors.iter().map(|(name, dtype, shape, bytes)| {
+        (*name, safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes).unwrap())
+    });
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+}
+
 /// Copies the files of `from` (not its subdirectories) into `to`, except those named in `skip`.
 pub fn copy_dir(from: &Path, to: &Path, skip: &[&str]) {
     std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));

@@ -19,10 +19,9 @@ fn checkpoint(dir: &std::path::Path) {
         data.push((format!("p{p}.weight"), vec![out, IN], bytes(out * IN)));
         data.push((format!("p{p}.bias"), vec![out], bytes(out)));
     }
-    let views = data.iter().map(|(n, s, b)| {
-        (n.as_str(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap())
-    });
-    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+    let tensors: Vec<_> =
+        data.iter().map(|(n, s, b)| (n.as_str(), safetensors::Dtype::F32, s.clone(), &b[..])).collect();
+    infer_tests::write_safetensors(dir, &tensors);
 }
 
 fn bits(t: &Tensor) -> Vec<u32> {

@@ -10,14 +10,18 @@ use infer_core::{DType, Tensor, Weights};
 const ROWS: usize = 50;
 const DIM: usize = 24;
 
-/// A bf16 table and an f16 one with varied values (exact in both types).
+/// A bf16 table and an f16 one with varied values.
 fn checkpoint(dir: &std::path::Path) {
     let value = |i: usize| ((i * 7919 % 1013) as f32 - 506.0) / 64.0;
     let bf16: Vec<u8> = (0..ROWS * DIM).flat_map(|i| half::bf16::from_f32(value(i)).to_le_bytes()).collect();
     let f16: Vec<u8> = (0..ROWS * DIM).flat_map(|i| half::f16::from_f32(value(i + 3)).to_le_bytes()).collect();
-    let views = [("table_bf16", safetensors::Dtype::BF16, &bf16), ("table_f16", safetensors::Dtype::F16, &f16)]
-        .map(|(n, d, b)| (n, safetensors::tensor::TensorView::new(d, vec![ROWS, DIM], b).unwrap()));
-    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+    infer_tests::write_safetensors(
+        dir,
+        &[
+            ("table_bf16", safetensors::Dtype::BF16, vec![ROWS, DIM], &bf16[..]),
+            ("table_f16", safetensors::Dtype::F16, vec![ROWS, DIM], &f16[..]),
+        ],
+    );
 }
 
 fn bits(t: &Tensor) -> Vec<u32> {
