@@ -26,10 +26,18 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
+/// The middle value, or the mean of the two middle values of an even count (as Python's
+/// `statistics.median`, which the peers' bench scripts use): taking the upper one would report
+/// the faster run's throughput beside the slower run's time to first token.
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let half = v.len() / 2;
+    if v.len().is_multiple_of(2) {
+        (v[half - 1] + v[half]) / 2.0
+    } else {
+        v[half]
+    }
 }
 
 pub fn run(registry: &Registry, args: BenchArgs) -> Result<()> {
@@ -114,4 +122,16 @@ pub fn run(registry: &Registry, args: BenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_even_count_is_the_mean_of_the_middle_pair() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0]), 2.5);
+        assert_eq!(median(&[1.0, 9.0, 2.0, 3.0]), 2.5);
+    }
 }
