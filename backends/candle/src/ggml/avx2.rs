@@ -12,7 +12,7 @@ use super::act::ActRow;
 /// chain every block to the previous block's accumulator.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_at(p: *const u8) -> f32 {
+pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_loadl_epi64(p as *const __m128i)))
 }
 
@@ -72,7 +72,7 @@ unsafe fn q8_0_weights(blk: *const u8) -> __m256i {
 /// subtracts 16 × the activations' sum once per block).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_0_unsigned(blk: *const u8) -> __m256i {
+pub(super) unsafe fn q5_0_unsigned(blk: *const u8) -> __m256i {
     let fifth = _mm256_and_si256(bits_32((blk.add(2) as *const u32).read_unaligned()), _mm256_set1_epi8(0x10));
     _mm256_or_si256(nibbles_32(blk.add(6)), fifth)
 }

@@ -7,6 +7,8 @@ pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_panel;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod formats;
 
@@ -54,6 +56,18 @@ type TileFn = TileOf<TILE_COLS>;
 const WIDE_COLS: usize = 4;
 /// GROUP weight rows × WIDE_COLS activation rows.
 type WideTileFn = TileOf<WIDE_COLS>;
+
+/// Prefill over weights unpacked once per group (see `avx2_panel`): `unpack` writes GROUP rows
+/// (`row_bytes` each) into a panel of `block_bytes` per block, `tile` multiplies panel rows.
+#[derive(Clone, Copy)]
+struct PanelKernel {
+    unpack: fn(&[u8], usize, &mut [u8]),
+    tile: TileFn,
+    block_bytes: usize,
+}
+/// Activation rows from which unpacking a group first pays for itself (it costs about one
+/// pass of a fused tile).
+const PANEL_MIN_ROWS: usize = 4;
 
 impl GgmlMatrix {
     /// `None` when `dtype` is not a natively multiplied format or `shape` is not (rows, cols)
@@ -174,16 +188,24 @@ impl GgmlMatrix {
         let row = |j: usize| &data[j * rb..(j + 1) * rb];
         let tile = tile_kernel(self.format);
         let wide = wide_tile_kernel(self.format);
+        let panel_kernel = panel_kernel(self.format).filter(|_| m >= PANEL_MIN_ROWS);
+        let panel_row = k / self.format.block_values() * panel_kernel.map_or(0, |p| p.block_bytes);
         let mut out = vec![0f32; m * n];
         let out_ptr = OutPtr(out.as_mut_ptr());
         // Work items are groups of GROUP weight rows, dotted with every activation row while
         // they are in cache (TILE_COLS activation rows at a time where a tile kernel exists).
         let body = |groups: std::ops::Range<usize>| {
+            let mut panel = vec![0u8; GROUP * panel_row];
             for g in groups {
                 let (j0, j1) = (g * GROUP, ((g + 1) * GROUP).min(n));
                 let mut i0 = 0;
                 if j1 - j0 == GROUP {
                     let w = &data[j0 * rb..j1 * rb];
+                    if let Some(p) = panel_kernel {
+                        (p.unpack)(w, rb, &mut panel);
+                        // SAFETY: as below.
+                        unsafe { run_tiles(p.tile, &panel, panel_row, &xs, &mut i0, &out_ptr, n, j0) };
+                    }
                     // SAFETY (both): this worker owns rows j0..j1 of every output row.
                     if let Some(wide) = wide {
                         unsafe { run_tiles(wide, w, rb, &xs, &mut i0, &out_ptr, n, j0) };
@@ -356,6 +378,24 @@ fn tile_kernel(format: Format) -> Option<TileFn> {
             Format::Q4K => return Some(|w, rb, x| unsafe { avx2::tile_q4k::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }),
             Format::Q6K => return Some(|w, rb, x| unsafe { avx2::tile_q6k::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }),
         }
+    }
+    let _ = format;
+    None
+}
+
+/// The unpack-once prefill for `format`, where one exists: Q5_0 on AVX2-only CPUs (the AVX-512
+/// kernels have registers enough to unpack on the fly, and their own lane order). Measured,
+/// Qwen2.5-Coder 0.5B 128-token prefill: see docs/backends/candle.md.
+fn panel_kernel(format: Format) -> Option<PanelKernel> {
+    #[cfg(target_arch = "x86_64")]
+    if isa() == Isa::Avx2 && format == Format::Q5_0 {
+        return Some(PanelKernel {
+            // SAFETY (both): `isa()` checked avx2, fma and f16c; `w` holds GROUP rows and
+            // `panel` GROUP panel rows (its size is checked).
+            unpack: |w, rb, panel| unsafe { avx2_panel::unpack_q5_0(w.as_ptr(), rb, w.len() / rb, panel) },
+            tile: |p, prb, x| unsafe { avx2_panel::tile_q5_0::<GROUP, TILE_COLS>(p.as_ptr(), prb, x) },
+            block_bytes: avx2_panel::Q5_0_PANEL_BLOCK,
+        });
     }
     let _ = format;
     None

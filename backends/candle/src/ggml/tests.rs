@@ -222,3 +222,31 @@ fn q8_0_avx512_matches_avx2_bit_for_bit() {
         }
     }
 }
+
+/// The unpack-once Q5_0 prefill (taken on AVX2-only CPUs) equals the AVX2 one-row kernel bit
+/// for bit; checked on every CPU with AVX2, since AVX-512 ones do not reach it through matmul.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn q5_0_panel_tiles_match_avx2_rows_exactly() {
+    if isa() < Isa::Avx2 {
+        return;
+    }
+    let (blocks, panel_row) = (21, 21 * avx2_panel::Q5_0_PANEL_BLOCK);
+    let (ours, _) = quantized(DType::Q5_0, GgmlDType::Q5_0, GROUP, blocks * 32);
+    let x = values(TILE_COLS * blocks * 32, 9);
+    let acts = QuantizedActs::new(ours.format.act(), &x, blocks * 32);
+    let xs: [ActRow; TILE_COLS] = std::array::from_fn(|i| acts.row(i));
+    let mut panel = vec![0u8; GROUP * panel_row];
+    // SAFETY: avx2/fma/f16c checked by `isa()`; the panel holds GROUP rows.
+    let got = unsafe {
+        avx2_panel::unpack_q5_0(ours.bytes().as_ptr(), ours.row_bytes(), GROUP, &mut panel);
+        avx2_panel::tile_q5_0::<GROUP, TILE_COLS>(panel.as_ptr(), panel_row, &xs)
+    };
+    for (r, got) in got.iter().enumerate() {
+        for (c, got) in got.iter().enumerate() {
+            // SAFETY: as above.
+            let want = unsafe { avx2::dot_q5_0(ours.row(r), &xs[c]) };
+            assert_eq!(got.to_bits(), want.to_bits(), "row {r}, activation row {c}");
+        }
+    }
+}
