@@ -57,12 +57,21 @@ const WIDE_COLS: usize = 4;
 /// GROUP weight rows × WIDE_COLS activation rows.
 type WideTileFn = TileOf<WIDE_COLS>;
 
+/// GROUP unpacked weight rows (a panel, see `avx2_panel`) × C activation rows, each with the
+/// per-pair values the panel's `prepare` made for it.
+type PanelTileOf<const C: usize> = fn(&[u8], usize, &[ActRow; C], &[&[i16]; C]) -> [[f32; C]; GROUP];
+/// Activation rows per panel tile: one weight row's unpacked blocks serve this many.
+const PANEL_COLS: usize = 4;
+
 /// Prefill over weights unpacked once per group (see `avx2_panel`): `unpack` writes GROUP rows
-/// (`row_bytes` each) into a panel of `block_bytes` per block, `tile` multiplies panel rows.
+/// (`row_bytes` each) into a panel of `block_bytes` per block, `prepare` forms per-pair values of
+/// the quantized activations once per product, the tiles multiply panel rows.
 #[derive(Clone, Copy)]
 struct PanelKernel {
     unpack: fn(&[u8], usize, &mut [u8]),
-    tile: TileFn,
+    prepare: fn(&[i8]) -> Vec<i16>,
+    tile: PanelTileOf<PANEL_COLS>,
+    single: PanelTileOf<1>,
     block_bytes: usize,
 }
 /// Activation rows from which unpacking a group first pays for itself (it costs about one
@@ -190,6 +199,8 @@ impl GgmlMatrix {
         let wide = wide_tile_kernel(self.format);
         let panel_kernel = panel_kernel(self.format).filter(|_| m >= PANEL_MIN_ROWS);
         let panel_row = k / self.format.block_values() * panel_kernel.map_or(0, |p| p.block_bytes);
+        let pair_values = panel_kernel.map_or(Vec::new(), |p| (p.prepare)(&acts.q));
+        let pairs: Vec<&[i16]> = pair_values.chunks_exact(k / 2).collect();
         let mut out = vec![0f32; m * n];
         let out_ptr = OutPtr(out.as_mut_ptr());
         // Work items are groups of GROUP weight rows, dotted with every activation row while
@@ -203,8 +214,9 @@ impl GgmlMatrix {
                     let w = &data[j0 * rb..j1 * rb];
                     if let Some(p) = panel_kernel {
                         (p.unpack)(w, rb, &mut panel);
-                        // SAFETY: as below.
-                        unsafe { run_tiles(p.tile, &panel, panel_row, &xs, &mut i0, &out_ptr, n, j0) };
+                        // SAFETY (both): as below.
+                        unsafe { run_panel_tiles(p.tile, &panel, panel_row, &xs, &pairs, &mut i0, &out_ptr, n, j0) };
+                        unsafe { run_panel_tiles(p.single, &panel, panel_row, &xs, &pairs, &mut i0, &out_ptr, n, j0) };
                     }
                     // SAFETY (both): this worker owns rows j0..j1 of every output row.
                     if let Some(wide) = wide {
@@ -272,6 +284,35 @@ unsafe fn run_tiles<const C: usize>(
     while *i0 + C <= xs.len() {
         let x: &[ActRow; C] = xs[*i0..*i0 + C].try_into().expect("C rows");
         for (r, v) in tile(w, rb, x).into_iter().enumerate() {
+            for (c, v) in v.into_iter().enumerate() {
+                *out.at((*i0 + c) * n + j0 + r) = v;
+            }
+        }
+        *i0 += C;
+    }
+}
+
+/// As [`run_tiles`], over a panel of unpacked weight rows, each activation row with its
+/// prepared pair values `pairs[i]`.
+///
+/// # Safety
+/// As [`run_tiles`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_panel_tiles<const C: usize>(
+    tile: PanelTileOf<C>,
+    panel: &[u8],
+    panel_row: usize,
+    xs: &[ActRow],
+    pairs: &[&[i16]],
+    i0: &mut usize,
+    out: &OutPtr,
+    n: usize,
+    j0: usize,
+) {
+    while *i0 + C <= xs.len() {
+        let x: &[ActRow; C] = xs[*i0..*i0 + C].try_into().expect("C rows");
+        let p: &[&[i16]; C] = pairs[*i0..*i0 + C].try_into().expect("C rows");
+        for (r, v) in tile(panel, panel_row, x, p).into_iter().enumerate() {
             for (c, v) in v.into_iter().enumerate() {
                 *out.at((*i0 + c) * n + j0 + r) = v;
             }
@@ -390,10 +431,12 @@ fn panel_kernel(format: Format) -> Option<PanelKernel> {
     #[cfg(target_arch = "x86_64")]
     if isa() == Isa::Avx2 && format == Format::Q5_0 {
         return Some(PanelKernel {
-            // SAFETY (both): `isa()` checked avx2, fma and f16c; `w` holds GROUP rows and
-            // `panel` GROUP panel rows (its size is checked).
+            // SAFETY (all): `isa()` checked avx2, fma and f16c; `w` holds GROUP rows, `panel`
+            // GROUP panel rows (its size is checked) and each pair slice k / 2 values.
             unpack: |w, rb, panel| unsafe { avx2_panel::unpack_q5_0(w.as_ptr(), rb, w.len() / rb, panel) },
-            tile: |p, prb, x| unsafe { avx2_panel::tile_q5_0::<GROUP, TILE_COLS>(p.as_ptr(), prb, x) },
+            prepare: |q| unsafe { avx2_panel::q5_0_pair_offsets(q) },
+            tile: |p, prb, x, o| unsafe { avx2_panel::tile_q5_0::<GROUP, PANEL_COLS>(p.as_ptr(), prb, x, o) },
+            single: |p, prb, x, o| unsafe { avx2_panel::tile_q5_0::<GROUP, 1>(p.as_ptr(), prb, x, o) },
             block_bytes: avx2_panel::Q5_0_PANEL_BLOCK,
         });
     }

@@ -233,14 +233,17 @@ fn q5_0_panel_tiles_match_avx2_rows_exactly() {
     }
     let (blocks, panel_row) = (21, 21 * avx2_panel::Q5_0_PANEL_BLOCK);
     let (ours, _) = quantized(DType::Q5_0, GgmlDType::Q5_0, GROUP, blocks * 32);
-    let x = values(TILE_COLS * blocks * 32, 9);
+    let x = values(PANEL_COLS * blocks * 32, 9);
     let acts = QuantizedActs::new(ours.format.act(), &x, blocks * 32);
-    let xs: [ActRow; TILE_COLS] = std::array::from_fn(|i| acts.row(i));
+    let xs: [ActRow; PANEL_COLS] = std::array::from_fn(|i| acts.row(i));
     let mut panel = vec![0u8; GROUP * panel_row];
-    // SAFETY: avx2/fma/f16c checked by `isa()`; the panel holds GROUP rows.
+    // SAFETY: avx2/fma/f16c checked by `isa()`; the panel holds GROUP rows, each offset row
+    // blocks × 16 values.
     let got = unsafe {
         avx2_panel::unpack_q5_0(ours.bytes().as_ptr(), ours.row_bytes(), GROUP, &mut panel);
-        avx2_panel::tile_q5_0::<GROUP, TILE_COLS>(panel.as_ptr(), panel_row, &xs)
+        let offsets = avx2_panel::q5_0_pair_offsets(&acts.q);
+        let offsets: [&[i16]; PANEL_COLS] = std::array::from_fn(|i| &offsets[i * blocks * 16..(i + 1) * blocks * 16]);
+        avx2_panel::tile_q5_0::<GROUP, PANEL_COLS>(panel.as_ptr(), panel_row, &xs, &offsets)
     };
     for (r, got) in got.iter().enumerate() {
         for (c, got) in got.iter().enumerate() {
