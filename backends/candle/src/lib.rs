@@ -24,6 +24,7 @@ pub mod norm;
 pub mod ops;
 mod out_ptr;
 pub mod quant;
+mod quant_q4k;
 mod quant_q8_0;
 pub mod reduce;
 pub mod shape_ops;

@@ -152,7 +152,7 @@ fn quantize_rows(rows: WeightRows<'_>, k: usize, g: GgmlDType) -> Option<OwnedBl
         GgmlDType::Q8_0 => quantize_rows_as(rows, k, crate::quant_q8_0::from_float),
         GgmlDType::Q2K => quantize_rows_as(rows, k, BlockQ2K::from_float),
         GgmlDType::Q3K => quantize_rows_as(rows, k, BlockQ3K::from_float),
-        GgmlDType::Q4K => quantize_rows_as(rows, k, BlockQ4K::from_float),
+        GgmlDType::Q4K => quantize_rows_as(rows, k, crate::quant_q4k::from_float),
         GgmlDType::Q5K => quantize_rows_as(rows, k, BlockQ5K::from_float),
         GgmlDType::Q6K => quantize_rows_as(rows, k, BlockQ6K::from_float),
         _ => return None,
