@@ -80,13 +80,23 @@ fn scale_min(nmax: i32, ntry: usize, x: &[f32; SUB]) -> (f32, f32) {
     (scale, -min)
 }
 
-/// One block of 256 values into its 144 bytes.
-fn block(x: &[f32; QK_K], out: &mut [u8; BLOCK_BYTES]) {
-    let mut scales = [0f32; QK_K / SUB];
-    let mut mins = [0f32; QK_K / SUB];
+/// The (scale, -min) of each of a block's 8 sub-blocks.
+fn scales_mins(x: &[f32; QK_K]) -> ([f32; 8], [f32; 8]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was just detected.
+        return unsafe { avx2::scales_mins(x) };
+    }
+    let (mut scales, mut mins) = ([0f32; 8], [0f32; 8]);
     for (j, sub) in x.chunks_exact(SUB).enumerate() {
         (scales[j], mins[j]) = scale_min(15, 5, sub.try_into().expect("SUB values"));
     }
+    (scales, mins)
+}
+
+/// One block of 256 values into its 144 bytes.
+fn block(x: &[f32; QK_K], out: &mut [u8; BLOCK_BYTES]) {
+    let (scales, mins) = scales_mins(x);
     let max_scale = scales.iter().fold(0.0, |max, &val| val.max(max));
     let max_min = mins.iter().fold(0.0, |max, &val| val.max(max));
     let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
@@ -139,6 +149,109 @@ fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
     }
 }
 
+/// [`scale_min`] for the 8 sub-blocks of a block at once, one per AVX2 lane: every lane runs
+/// the scalar code's operations in its order (sequential sums, multiply then add, no fused
+/// multiply-add), and a lane whose levels stop changing keeps that round's result, as the
+/// scalar loop breaks.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{QK_K, SUB};
+
+    /// Rounds of the search (candle's `ntry`) and the largest level (`nmax`).
+    const NTRY: usize = 5;
+    const NMAX: i32 = 15;
+
+    /// `nearest_int(t).clamp(0, NMAX)` per lane: `t` is first clamped to [-1, NMAX + 1] (NaN
+    /// becomes -1, so 0, as `NaN as i32` is), where truncation and remainder are exact.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn level(t: __m256) -> __m256i {
+        let t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-1.0)), _mm256_set1_ps(NMAX as f32 + 1.0));
+        let trunc = _mm256_cvttps_epi32(t);
+        let frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(trunc));
+        let up = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_GE_OQ>(frac, _mm256_set1_ps(0.5)));
+        let down = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_LE_OQ>(frac, _mm256_set1_ps(-0.5)));
+        // The masks are -1 where true: subtracting `up` adds one.
+        let rounded = _mm256_add_epi32(_mm256_sub_epi32(trunc, up), down);
+        _mm256_min_epi32(_mm256_max_epi32(rounded, _mm256_setzero_si256()), _mm256_set1_epi32(NMAX))
+    }
+
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn scales_mins(x: &[f32; QK_K]) -> ([f32; 8], [f32; 8]) {
+        // Value i of every sub-block side by side: lane j is sub-block j.
+        let mut cols = [[0f32; 8]; SUB];
+        for (j, sub) in x.chunks_exact(SUB).enumerate() {
+            for (i, &v) in sub.iter().enumerate() {
+                cols[i][j] = v;
+            }
+        }
+        let (mut min0, mut iscale0, mut scale0) = ([0f32; 8], [0f32; 8], [0f32; 8]);
+        // Lanes still searching: all ones; a constant sub-block is done at once with (0, 0).
+        let mut active = [-1i32; 8];
+        for (j, sub) in x.chunks_exact(SUB).enumerate() {
+            let min = *sub.iter().min_by(|a, b| a.total_cmp(b)).unwrap_or(&sub[0]);
+            let max = *sub.iter().max_by(|a, b| a.total_cmp(b)).unwrap_or(&sub[0]);
+            if max == min {
+                // Done with (0, 0): the -0.0 here is negated to the scalar code's +0.0 below.
+                active[j] = 0;
+                min0[j] = -0.0;
+                continue;
+            }
+            min0[j] = min.min(0.);
+            iscale0[j] = NMAX as f32 / (max - min0[j]);
+            scale0[j] = 1.0 / iscale0[j];
+        }
+        let (mut min, mut iscale, mut scale) =
+            (_mm256_loadu_ps(min0.as_ptr()), _mm256_loadu_ps(iscale0.as_ptr()), _mm256_loadu_ps(scale0.as_ptr()));
+        let mut active = _mm256_loadu_si256(active.as_ptr() as *const __m256i);
+        let mut levels = [_mm256_setzero_si256(); SUB];
+        // What `Iterator::sum` of f32 starts from (a sum of nothing).
+        let sum_start = _mm256_set1_ps(std::iter::empty::<f32>().sum());
+        for _ in 0..NTRY {
+            if _mm256_testz_si256(active, active) == 1 {
+                break;
+            }
+            let mut sumlx = _mm256_setzero_ps();
+            let mut suml2 = _mm256_setzero_si256();
+            let mut changed = _mm256_setzero_si256();
+            for (col, l) in cols.iter().zip(levels.iter_mut()) {
+                let shifted = _mm256_sub_ps(_mm256_loadu_ps(col.as_ptr()), min);
+                let li = level(_mm256_mul_ps(iscale, shifted));
+                changed = _mm256_or_si256(changed, _mm256_xor_si256(_mm256_cmpeq_epi32(li, *l), _mm256_set1_epi32(-1)));
+                *l = li;
+                sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(shifted, _mm256_cvtepi32_ps(li)));
+                suml2 = _mm256_add_epi32(suml2, _mm256_mullo_epi32(li, li));
+            }
+            let new_scale = _mm256_div_ps(sumlx, _mm256_cvtepi32_ps(suml2));
+            let mut sum = sum_start;
+            for (col, l) in cols.iter().zip(levels.iter()) {
+                let term =
+                    _mm256_sub_ps(_mm256_loadu_ps(col.as_ptr()), _mm256_mul_ps(new_scale, _mm256_cvtepi32_ps(*l)));
+                sum = _mm256_add_ps(sum, term);
+            }
+            let new_min = _mm256_div_ps(sum, _mm256_set1_ps(SUB as f32));
+            // `if min > 0.0 { min = 0.0 }` (NaN stays).
+            let positive = _mm256_cmp_ps::<_CMP_GT_OQ>(new_min, _mm256_setzero_ps());
+            let new_min = _mm256_blendv_ps(new_min, _mm256_setzero_ps(), positive);
+            let new_iscale = _mm256_div_ps(_mm256_set1_ps(1.0), new_scale);
+            let keep = _mm256_castsi256_ps(active);
+            scale = _mm256_blendv_ps(scale, new_scale, keep);
+            min = _mm256_blendv_ps(min, new_min, keep);
+            iscale = _mm256_blendv_ps(iscale, new_iscale, keep);
+            active = _mm256_and_si256(active, changed);
+        }
+        let (mut scales, mut mins) = ([0f32; 8], [0f32; 8]);
+        _mm256_storeu_ps(scales.as_mut_ptr(), scale);
+        // `-min` (a sign flip: 0 - min would turn -0.0 into +0.0).
+        _mm256_storeu_ps(mins.as_mut_ptr(), _mm256_xor_ps(min, _mm256_set1_ps(-0.0)));
+        (scales, mins)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use candle_core::quantized::k_quants::GgmlType;
@@ -187,7 +300,10 @@ mod tests {
         let mut xs = Vec::new();
         let mut block = |f: &dyn Fn(usize) -> f32| xs.extend((0..QK_K).map(f));
         block(&|_| 0.0);
+        block(&|_| -0.0);
         block(&|i| if i < 32 { 1.25 } else { (i as f32 * 0.3).sin() });
+        block(&|i| if i < 128 { 0.0 } else { (i as f32 * 0.7).cos() });
+        block(&|i| if i % 32 == 0 { 0.5 } else { 0.25 });
         block(&|i| -(i as f32) - 0.5);
         block(&|i| i as f32 * 0.125 + 3.0);
         block(&|i| (i as f32 * 0.37).sin() * 1e-30);
@@ -209,6 +325,15 @@ mod tests {
                 }
             });
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        }
+        // The lane-parallel search gives the scalar search's floats exactly (before the 6-bit
+        // rounding of the block could hide a difference).
+        for x in xs.chunks_exact(QK_K) {
+            let (scales, mins) = scales_mins(x.try_into().unwrap());
+            for (j, sub) in x.chunks_exact(SUB).enumerate() {
+                let (scale, min) = scale_min(15, 5, sub.try_into().unwrap());
+                assert_eq!((scales[j].to_bits(), mins[j].to_bits()), (scale.to_bits(), min.to_bits()), "{sub:?}");
+            }
         }
         let n = xs.len() / QK_K;
         let (mut ours, mut theirs) = (vec![BlockQ4K::zeros(); n], vec![BlockQ4K::zeros(); n]);
