@@ -32,7 +32,8 @@ pub fn from_float(xs: &[f32], ys: &mut [BlockQ4K]) {
 /// are exact, above it every f32 is already an integer.
 #[inline]
 fn nearest_int(v: f32) -> i32 {
-    if !(v.abs() < 8_388_608.0) {
+    // 2^23 and beyond, infinities and NaN (which compares false).
+    if v.abs() >= 8_388_608.0 || v.is_nan() {
         return v as i32;
     }
     let t = v as i32;
