@@ -9,6 +9,8 @@
 use candle_core::quantized::k_quants::BlockQ4K;
 use half::f16;
 
+use crate::ggml::formats::q4k_scale_min;
+
 /// Values per block and per sub-block.
 const QK_K: usize = 256;
 const SUB: usize = 32;
@@ -120,7 +122,7 @@ fn block(x: &[f32; QK_K], out: &mut [u8; BLOCK_BYTES]) {
 
     let mut l = [0u8; QK_K];
     for j in 0..QK_K / SUB {
-        let (sc, m) = scale_min_k4(j, &packed);
+        let (sc, m) = q4k_scale_min(&packed, j);
         let d = d.to_f32() * sc as f32;
         if d != 0.0 {
             let dm = dmin.to_f32() * m as f32;
@@ -138,15 +140,6 @@ fn block(x: &[f32; QK_K], out: &mut [u8; BLOCK_BYTES]) {
         for (v, q) in q.iter_mut().enumerate() {
             *q = l[64 * i + v] | (l[64 * i + v + 32] << 4);
         }
-    }
-}
-
-/// Sub-block `j`'s 6-bit scale and min from the 12 packed bytes (GGML's `get_scale_min_k4`).
-fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
-    if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
-        ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
     }
 }
 

@@ -212,18 +212,27 @@ impl GgmlMatrix {
                 let mut i0 = 0;
                 if j1 - j0 == GROUP {
                     let w = &data[j0 * rb..j1 * rb];
+                    // SAFETY (all run_tiles calls): this worker owns rows j0..j1 of every
+                    // output row.
                     if let Some(p) = panel_kernel {
                         (p.unpack)(w, rb, &mut panel);
-                        // SAFETY (both): as below.
-                        unsafe { run_panel_tiles(p.tile, &panel, panel_row, &xs, &pairs, &mut i0, &out_ptr, n, j0) };
-                        unsafe { run_panel_tiles(p.single, &panel, panel_row, &xs, &pairs, &mut i0, &out_ptr, n, j0) };
+                        let panel = &panel;
+                        unsafe {
+                            run_tiles(m, &mut i0, &out_ptr, n, j0, |i| {
+                                (p.tile)(panel, panel_row, window(&xs, i), window(&pairs, i))
+                            })
+                        };
+                        unsafe {
+                            run_tiles(m, &mut i0, &out_ptr, n, j0, |i| {
+                                (p.single)(panel, panel_row, window(&xs, i), window(&pairs, i))
+                            })
+                        };
                     }
-                    // SAFETY (both): this worker owns rows j0..j1 of every output row.
                     if let Some(wide) = wide {
-                        unsafe { run_tiles(wide, w, rb, &xs, &mut i0, &out_ptr, n, j0) };
+                        unsafe { run_tiles(m, &mut i0, &out_ptr, n, j0, |i| wide(w, rb, window(&xs, i))) };
                     }
                     if let Some(tile) = tile {
-                        unsafe { run_tiles(tile, w, rb, &xs, &mut i0, &out_ptr, n, j0) };
+                        unsafe { run_tiles(m, &mut i0, &out_ptr, n, j0, |i| tile(w, rb, window(&xs, i))) };
                     }
                 }
                 for (i, x) in xs.iter().enumerate().skip(i0) {
@@ -264,26 +273,23 @@ impl OutPtr {
     }
 }
 
-/// Tiles of `C` activation rows from `xs[*i0..]` against the GROUP weight rows `w` (output
-/// columns `j0..j0 + GROUP`), as long as `C` rows remain; advances `*i0` past them.
+/// Tiles of `C` activation rows from `*i0` on, as long as `C` of the `rows` remain: `tile(i)`
+/// gives the GROUP weight rows (output columns `j0..j0 + GROUP`) × activation rows `i..i + C`;
+/// advances `*i0` past them.
 ///
 /// # Safety
-/// `out` holds `xs.len()` rows of `n` values, `j0 + GROUP <= n`, and no other thread writes
-/// those columns.
-#[allow(clippy::too_many_arguments)]
+/// `out` holds `rows` rows of `n` values, `j0 + GROUP <= n`, and no other thread writes those
+/// columns.
 unsafe fn run_tiles<const C: usize>(
-    tile: TileOf<C>,
-    w: &[u8],
-    rb: usize,
-    xs: &[ActRow],
+    rows: usize,
     i0: &mut usize,
     out: &OutPtr,
     n: usize,
     j0: usize,
+    mut tile: impl FnMut(usize) -> [[f32; C]; GROUP],
 ) {
-    while *i0 + C <= xs.len() {
-        let x: &[ActRow; C] = xs[*i0..*i0 + C].try_into().expect("C rows");
-        for (r, v) in tile(w, rb, x).into_iter().enumerate() {
+    while *i0 + C <= rows {
+        for (r, v) in tile(*i0).into_iter().enumerate() {
             for (c, v) in v.into_iter().enumerate() {
                 *out.at((*i0 + c) * n + j0 + r) = v;
             }
@@ -292,33 +298,9 @@ unsafe fn run_tiles<const C: usize>(
     }
 }
 
-/// As [`run_tiles`], over a panel of unpacked weight rows, each activation row with its
-/// prepared pair values `pairs[i]`.
-///
-/// # Safety
-/// As [`run_tiles`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn run_panel_tiles<const C: usize>(
-    tile: PanelTileOf<C>,
-    panel: &[u8],
-    panel_row: usize,
-    xs: &[ActRow],
-    pairs: &[&[i16]],
-    i0: &mut usize,
-    out: &OutPtr,
-    n: usize,
-    j0: usize,
-) {
-    while *i0 + C <= xs.len() {
-        let x: &[ActRow; C] = xs[*i0..*i0 + C].try_into().expect("C rows");
-        let p: &[&[i16]; C] = pairs[*i0..*i0 + C].try_into().expect("C rows");
-        for (r, v) in tile(panel, panel_row, x, p).into_iter().enumerate() {
-            for (c, v) in v.into_iter().enumerate() {
-                *out.at((*i0 + c) * n + j0 + r) = v;
-            }
-        }
-        *i0 += C;
-    }
+/// The `C` items of `v` from `i` on.
+fn window<T, const C: usize>(v: &[T], i: usize) -> &[T; C] {
+    v[i..i + C].try_into().expect("C rows")
 }
 
 /// The fastest dot product this CPU has for `format`.
