@@ -6,7 +6,15 @@
 //! `cout·k`), the input is read in place, and the output starts as the bias, so there is no
 //! zero-stuffed input, no `(l, cout·k)` column matrix to fold back and no second pass for the
 //! bias. Taps overlap in the output, so the pool's threads split the output channels, not time.
+//!
+//! Tap j's matrix is a strided view: its rows are `k` floats apart, so each tap's pass pulls every
+//! cache line of the weight again. With a short input (a streamed chunk: a few frames against the
+//! codec's 75 MB first upsampler) those `k` passes over a weight too big for the cache are the
+//! whole cost, so short inputs take the folded path instead: one gemm per channel block computes
+//! every tap at once, `Z = W_blockᵀ x` (`(m·k, l)`, the weight read once along its rows), and `Z`
+//! is folded (scatter-added) into the output columns.
 
+use crate::gemv;
 use crate::out_ptr::OutPtr;
 
 /// Input columns per gemm: the `(cin, n)` input slice a thread reuses for all `k` taps stays in
@@ -14,6 +22,17 @@ use crate::out_ptr::OutPtr;
 const COLUMNS: usize = 128;
 /// Output channels per work item: a multiple of gemm's AVX-512 register tile height.
 const ROW_BLOCK: usize = 48;
+
+/// Input columns up to which a short input takes the folded path (its `(l, m·k)` tap buffer
+/// stays in L1/L2).
+const FOLD_MAX_COLUMNS: usize = 16;
+
+/// Whether the folded path (one pass over the weight, plus a `(cout·k, l)` buffer to fold)
+/// costs less traffic than one strided pass per tap: it does for a few input columns against
+/// many channels, `2·l < cin` (the buffer's write and read against `k - 1` extra weight passes).
+fn folds(g: &Geometry) -> bool {
+    g.k > 1 && g.l <= FOLD_MAX_COLUMNS && 2 * g.l < g.cin
+}
 
 /// Geometry of a transposed convolution with `l_out` output columns.
 #[derive(Debug, Clone, Copy)]
@@ -48,9 +67,20 @@ pub fn dense_conv_transpose1d_f32(xs: &[f32], ws: &[f32], bias: Option<&[f32]>, 
     let block = ROW_BLOCK.min(cout.div_ceil(threads)).max(1);
     let blocks = cout.div_ceil(block);
     let dst = OutPtr(out.as_mut_ptr());
+    let fold = folds(&g);
     let run = |items: std::ops::Range<usize>| {
         let dst = &dst;
+        let mut taps = if fold { vec![0f32; block * k * l] } else { Vec::new() };
         for item in items {
+            if fold {
+                let (bi, c0) = (item / blocks, item % blocks * block);
+                let m = block.min(cout - c0);
+                let x = &xs[bi * cin * l..(bi + 1) * cin * l];
+                // SAFETY: only this item writes rows c0..c0 + m of batch item bi.
+                let rows = unsafe { std::slice::from_raw_parts_mut(dst.0.add((bi * cout + c0) * l_out), m * l_out) };
+                fold_block(&mut taps[..m * k * l], &ws[c0 * k..], x, rows, g);
+                continue;
+            }
             let (bi, c0) = (item / blocks, item % blocks * block);
             let m = block.min(cout - c0);
             let x = &xs[bi * cin * l..(bi + 1) * cin * l];
@@ -110,4 +140,42 @@ pub fn dense_conv_transpose1d_f32(xs: &[f32], ws: &[f32], bias: Option<&[f32]>, 
         pool.execute_chunked(b * blocks, run);
     }
     out
+}
+
+/// The folded path for `m` output channels: `taps` (`(l, m·k)`: row i holds every tap of input
+/// column i, tap j of channel r at `r·k + j`) `= xᵀ W_block`, accumulated from the weight's own
+/// rows (`ws` starts at `W[0, c0, 0]`, row c's block at `c·cout·k`, `m·k` long), four rows per
+/// pass so each is read once, in order; then each tap is added into output column
+/// `i·stride + j·dilation - padding` of `rows` (`(m, l_out)`, holding the bias).
+fn fold_block(taps: &mut [f32], ws: &[f32], x: &[f32], rows: &mut [f32], g: Geometry) {
+    let Geometry { cin, l, cout, k, stride, dilation, padding, l_out, .. } = g;
+    let m = rows.len() / l_out;
+    let mk = m * k;
+    let w_row = |c: usize| &ws[c * cout * k..c * cout * k + mk];
+    taps.fill(0.0);
+    let mut c = 0;
+    while c + 4 <= cin {
+        let w = [w_row(c), w_row(c + 1), w_row(c + 2), w_row(c + 3)];
+        for (i, t) in taps.chunks_exact_mut(mk).enumerate() {
+            let a = [x[c * l + i], x[(c + 1) * l + i], x[(c + 2) * l + i], x[(c + 3) * l + i]];
+            gemv::axpy4_f32(a, w, t);
+        }
+        c += 4;
+    }
+    for c in c..cin {
+        for (i, t) in taps.chunks_exact_mut(mk).enumerate() {
+            gemv::axpy_f32(x[c * l + i], w_row(c), t);
+        }
+    }
+    for (r, out_row) in rows.chunks_exact_mut(l_out).enumerate() {
+        for i in 0..l {
+            let column = &taps[i * mk + r * k..i * mk + (r + 1) * k];
+            for (j, &v) in column.iter().enumerate() {
+                let t = (i * stride + j * dilation) as isize - padding as isize;
+                if t >= 0 && (t as usize) < l_out {
+                    out_row[t as usize] += v;
+                }
+            }
+        }
+    }
 }

@@ -1102,6 +1102,10 @@ fn conv_transpose1d_stride_padding_output_padding_groups() {
         (2, 5, 300, 100, 4, 2, 2, 0, 1, 1), // dense: several column blocks and channel blocks
         (1, 3, 7, 4, 3, 2, 4, 1, 2, 1),     // dense, dilated, padding past the first taps
         (1, 4, 9, 3, 6, 3, 3, 0, 1, 1),     // dense, kernel = 2 strides, the codec's causal trim
+        // Short inputs (l <= 16, 2·l < cin) take the folded path: all taps at once, then folded.
+        (1, 64, 5, 40, 16, 8, 8, 0, 1, 1), // the codec's first upsampler streaming one frame
+        (2, 50, 3, 30, 3, 2, 4, 1, 2, 1),  // dilated, padding past the first taps, batch 2
+        (1, 300, 12, 100, 4, 2, 2, 0, 1, 1), // several channel blocks across the pool
     ];
     for (i, &(bs, cin, l, cout, k, stride, padding, output_padding, dilation, groups)) in cases.iter().enumerate() {
         let vx = rand_vec(bs * cin * l, 110 + i as u64);
