@@ -2,7 +2,8 @@
 //! weight bytes streamed, to compare with the machine's read bandwidth (tools/bench/membw.c).
 //!
 //! `cargo bench -p infer-backend-candle --bench ggml_matvec [-- NAME...]` (threads:
-//! `CANDLE_NUM_THREADS`; NAME: run the cases whose name contains it).
+//! `CANDLE_NUM_THREADS`; NAME: run the cases whose name contains it). With `PREFILL_ROWS=m`
+//! each case multiplies `m` activation rows instead (the prefill tiles) and reports GOP/s.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -67,6 +68,20 @@ impl SharedBytesImpl for MappedFile {
 }
 
 fn run(name: &str, m: &GgmlMatrix, x: &[f32], n_bytes: usize) {
+    if let Some(rows) = std::env::var("PREFILL_ROWS").ok().and_then(|v| v.parse::<usize>().ok()) {
+        let xs: Vec<f32> = (0..rows).flat_map(|r| x.iter().map(move |v| v * (1.0 + r as f32 * 0.01))).collect();
+        let mut sink = m.matmul(&xs, rows)[0];
+        let runs = if n_bytes < 4 << 20 { 100 } else { 5 };
+        let mut best = f64::MAX;
+        for _ in 0..runs {
+            let t = Instant::now();
+            sink += m.matmul(&xs, rows)[0];
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let ops = 2.0 * (m.rows() * x.len() * rows) as f64;
+        println!("{name:22} x{rows}  best {:8.3} ms  {:6.1} GOP/s  ({sink:.1})", best * 1e3, ops / best / 1e9);
+        return;
+    }
     {
         let mut sink = 0f32;
         for _ in 0..3 {

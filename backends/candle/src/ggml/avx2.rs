@@ -187,16 +187,32 @@ unsafe fn q4k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
     // The mins' terms in four lanes (lane j: sub-blocks 2j and 2j + 1), as llama.cpp
     // accumulates them.
     let mut acc_min = [_mm_setzero_ps(); C];
-    for b in 0..nb {
-        let blk = w.add(b * 144);
-        let (scales, mins) = q4k_scales_mins(blk.add(4));
-        let (dw, dminw) = (f16_at(blk), f16_at(blk.add(2)));
+    let min_terms = |acc_min: &mut [__m128; C], b: usize, mins: __m128i| {
+        let dminw = f16_at(w.add(b * 144 + 2));
         for c in 0..C {
             // Sums of 32 activations per sub-block (pairs of the 16-value sums), times its min.
             let sums = xs[c].sums.as_ptr().add(b * 16) as *const __m128i;
             let pairs = _mm_hadd_epi16(_mm_loadu_si128(sums), _mm_loadu_si128(sums.add(1)));
             let dmin = _mm_set1_ps(-(xs[c].d[b] * dminw));
             acc_min[c] = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)), acc_min[c]);
+        }
+    };
+    // With several columns the mins' terms go first, in a pass of their own: the same operations
+    // in the same order per column, but their accumulators are not live in the main loop, whose
+    // 2·C accumulators and unpacked nibbles and scales then fit AVX2's 16 registers (fused, the
+    // 4-column tile spilled the scales to the stack).
+    let separate = C > 1;
+    if separate {
+        for b in 0..nb {
+            min_terms(&mut acc_min, b, q4k_scales_mins(w.add(b * 144 + 4)).1);
+        }
+    }
+    for b in 0..nb {
+        let blk = w.add(b * 144);
+        let (scales, mins) = q4k_scales_mins(blk.add(4));
+        let dw = f16_at(blk);
+        if !separate {
+            min_terms(&mut acc_min, b, mins);
         }
         let mut sumi = [_mm256_setzero_si256(); C];
         for j in 0..4 {
