@@ -510,6 +510,24 @@ fn attention_gqa_causal_offset_window_mask_softcap() {
     });
 }
 
+// ---- audio activations -----------------------------------------------------------------------
+
+#[test]
+fn snake_per_channel() {
+    let (c, l) = (5, 37);
+    let vx: Vec<f32> = rand_vec(2 * c * l, 140).iter().map(|v| v * 4.0).collect();
+    let alpha: Vec<f32> = rand_vec(c, 141).iter().map(|v| v.exp()).collect();
+    let inv_beta: Vec<f32> = rand_vec(c, 142).iter().map(|v| 1.0 / (v.exp() + 1e-9)).collect();
+    let snake = |b: &Backend, x: Tensor| x.snake(&t(b, &alpha, &[c]), &t(b, &inv_beta, &[1, c, 1])).unwrap();
+    same("snake", 1e-5, |b| snake(b, t(b, &vx, &[2, c, l])));
+    same("snake bf16", 1e-2, |b| snake(b, t(b, &vx, &[2, c, l]).to_dtype(DType::BF16).unwrap()));
+    same("snake strided", 1e-5, |b| snake(b, t(b, &vx, &[2, l, c]).transpose(1, 2).unwrap()));
+    both_fail("snake with too few factors", |b| {
+        t(b, &vx, &[2, c, l]).snake(&t(b, &alpha[..c - 1], &[c - 1]), &t(b, &inv_beta, &[c]))
+    });
+    both_fail("snake of a 2-D x", |b| t(b, &vx, &[2 * c, l]).snake(&t(b, &alpha, &[c]), &t(b, &inv_beta, &[c])));
+}
+
 // ---- convolutions ----------------------------------------------------------------------------
 
 #[test]

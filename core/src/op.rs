@@ -150,6 +150,12 @@ pub enum Op<'a> {
     /// [dst, src] -> dst with src written at `start` along dim. Backends may write in place: the
     /// caller must treat `dst` as consumed (KV caches use this).
     SliceAssign { dim: usize, start: usize },
+    /// [x(b,c,t), alpha, inv_beta] -> `x + inv_beta · sin²(alpha · x)` per channel (dim 1): the
+    /// Snake / SnakeBeta activation of audio codecs (BigVGAN, DAC), its factors given as values
+    /// (`alpha`, `inv_beta`: c values each, any shape). The result is the composition's, each
+    /// step rounded to x's dtype in that order (`mul`, `sin`, `sqr`, `mul`, `add`); one pass
+    /// over x instead of five.
+    Snake,
 }
 
 impl Op<'_> {
@@ -158,7 +164,7 @@ impl Op<'_> {
         match self {
             Op::Binary(_) | Op::Compare(_) | Op::IndexSelect { .. } | Op::Gather { .. } | Op::Matmul => (2, 2),
             Op::Embedding | Op::RmsNorm { .. } | Op::SliceAssign { .. } => (2, 2),
-            Op::Where | Op::Rope(_) => (3, 3),
+            Op::Where | Op::Rope(_) | Op::Snake => (3, 3),
             Op::Linear | Op::LayerNorm { .. } | Op::Conv1d { .. } | Op::ConvTranspose1d { .. } => (2, 3),
             Op::Attention { .. } => (3, 4),
             Op::Concat { .. } => (1, usize::MAX),
@@ -211,6 +217,7 @@ impl Op<'_> {
             Op::Conv1d { .. } => "conv1d",
             Op::ConvTranspose1d { .. } => "conv_transpose1d",
             Op::SliceAssign { .. } => "slice_assign",
+            Op::Snake => "snake",
         }
     }
 }

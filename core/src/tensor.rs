@@ -282,6 +282,12 @@ impl Tensor {
         Self::exec(&self.backend, Op::Where, &[self, on_true, on_false])
     }
 
+    /// `self + inv_beta · sin²(alpha · self)` per channel of a `(b, c, t)` tensor (`alpha` and
+    /// `inv_beta` hold c values each): the Snake activation of audio codecs, in one op.
+    pub fn snake(&self, alpha: &Tensor, inv_beta: &Tensor) -> Result<Tensor> {
+        Self::exec(&self.backend, Op::Snake, &[self, alpha, inv_beta])
+    }
+
     pub fn affine(&self, mul: f64, add: f64) -> Result<Tensor> {
         self.op1(Op::Affine { mul, add })
     }

@@ -246,6 +246,11 @@ where
     }
 }
 
+/// `sin` of `src` into `dst` (same length): the kernel of `UnaryOp::Sin` on f32.
+pub(crate) fn sin_slice(src: &[f32], dst: &mut [f32]) {
+    act_slice(Act::Sin, src, dst)
+}
+
 /// `act` of `src` into `dst` (same length), AVX2 where the CPU has it. The AVX2 and portable
 /// builds run the same operations (no fused multiply-adds), so they agree bit for bit.
 fn act_slice(act: Act, src: &[f32], dst: &mut [f32]) {
@@ -264,7 +269,7 @@ unsafe fn act_slice_avx2(act: Act, src: &[f32], dst: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
+pub(crate) fn has_avx2() -> bool {
     use std::sync::OnceLock;
     static AVX2: OnceLock<bool> = OnceLock::new();
     *AVX2.get_or_init(|| std::is_x86_feature_detected!("avx2"))

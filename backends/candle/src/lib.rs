@@ -28,6 +28,7 @@ mod quant_q4k;
 mod quant_q8_0;
 pub mod reduce;
 pub mod shape_ops;
+pub mod snake;
 pub mod sys;
 pub mod tensor;
 pub mod thin_product;

@@ -88,6 +88,7 @@ fn run(op: Op<'_>, ts: &[&CandleTensor]) -> candle_core::Result<Tensor> {
             conv::conv_transpose1d(d(0)?, d(1)?, opt(2)?, p)
         }
         Op::SliceAssign { dim, start } => shape_ops::slice_assign(d(0)?, d(1)?, dim, start),
+        Op::Snake => crate::snake::snake(d(0)?, d(1)?, d(2)?),
     }
 }
 

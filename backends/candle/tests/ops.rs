@@ -1133,6 +1133,31 @@ fn conv_transpose1d_stride_padding_output_padding_groups() {
     }
 }
 
+// ---- snake -----------------------------------------------------------------------------------
+
+/// The fused Snake is its composition bit for bit, on the pool (40 000 values a channel: several
+/// work items per row, a ragged last block) and on one thread, with |alpha · x| past the sine's
+/// fast range in places (libm there, as the composition's sine).
+#[test]
+fn snake_equals_its_composition_exactly() {
+    let b = be();
+    for (c, l) in [(3, 40_000), (4, 9)] {
+        let mut vx: Vec<f32> = rand_vec(c * l, 150).iter().map(|v| v * 6.0).collect();
+        vx[1] = 1e6;
+        vx[2] = f32::NAN;
+        let alpha: Vec<f32> = rand_vec(c, 151).iter().map(|v| v.exp()).collect();
+        let inv_beta: Vec<f32> = rand_vec(c, 152).iter().map(|v| 1.0 / (v.exp() + 1e-9)).collect();
+        let x = t(&b, &vx, &[1, c, l]);
+        let (a, ib) = (t(&b, &alpha, &[1, c, 1]), t(&b, &inv_beta, &[1, c, 1]));
+        let fused = x.snake(&a, &ib).unwrap().to_vec_f32().unwrap();
+        let composed = x.add(&x.mul(&a).unwrap().sin().unwrap().sqr().unwrap().mul(&ib).unwrap()).unwrap();
+        let composed = composed.to_vec_f32().unwrap();
+        for (i, (f, w)) in fused.iter().zip(&composed).enumerate() {
+            assert!(f.to_bits() == w.to_bits() || (f.is_nan() && w.is_nan()), "{c}x{l} value {i}: {f} vs {w}");
+        }
+    }
+}
+
 // ---- slice assign --------------------------------------------------------------------------
 
 #[test]

@@ -122,6 +122,7 @@ fn run(op: Op<'_>, ts: &[&MlxTensor], stream: &Stream, cpu: bool) -> OpResult<Ml
             fused::conv_transpose1d(x, ts[1], opt(2), stride, padding, output_padding, dilation, groups)
         }
         Op::SliceAssign { dim, start } => slice_assign(x, ts[1], dim, start, stream),
+        Op::Snake => snake(x, ts[1], ts[2]),
     }
 }
 
@@ -257,6 +258,25 @@ fn unary(x: &MlxTensor, op: UnaryOp) -> OpResult<MlxTensor> {
         })?,
     };
     MlxTensor::new(y)
+}
+
+/// `x + inv_beta · sin²(alpha · x)` per channel of x (b, c, t), step by step in x's dtype as
+/// the composition of those ops (the op's contract).
+fn snake(x: &MlxTensor, alpha: &MlxTensor, inv_beta: &MlxTensor) -> OpResult<MlxTensor> {
+    float_only(x)?;
+    let c = match *x.dims() {
+        [_, c, _] => c,
+        _ => bail!("snake needs x of shape (b, c, t), got {:?}", x.dims()),
+    };
+    let per_channel = |v: &MlxTensor, name: &str| -> OpResult<Array> {
+        if v.dims().iter().product::<usize>() != c {
+            bail!("{name} {:?} must hold one value per channel ({c})", v.dims());
+        }
+        Ok(cast(&v.a, x.a.dtype())?.reshape(&[1, c as i32, 1])?)
+    };
+    let (alpha, inv_beta) = (per_channel(alpha, "alpha")?, per_channel(inv_beta, "inv_beta")?);
+    let sin = x.a.multiply(&alpha)?.sin()?;
+    MlxTensor::new(x.a.add(&sin.square()?.multiply(&inv_beta)?)?)
 }
 
 fn binary(a: &MlxTensor, b: &MlxTensor, op: BinaryOp) -> OpResult<MlxTensor> {

@@ -124,6 +124,7 @@ fn run(op: Op<'_>, ts: &[&TchTensor]) -> OpResult<TchTensor> {
             TchTensor::new(y, false)
         }
         Op::SliceAssign { dim, start } => slice_assign(x, ts[1], dim, start),
+        Op::Snake => snake(x, ts[1], ts[2]),
     }
 }
 
@@ -337,6 +338,25 @@ fn slice_assign(dst: &TchTensor, src: &TchTensor, dim: usize, start: usize) -> O
         view.f_copy_(&src)?;
     }
     TchTensor::like(target, dst)
+}
+
+/// `x + inv_beta · sin²(alpha · x)` per channel of x (b, c, t), step by step in x's dtype as
+/// the composition of those ops (the op's contract).
+fn snake(x: &TchTensor, alpha: &TchTensor, inv_beta: &TchTensor) -> OpResult<TchTensor> {
+    float_only(x)?;
+    let c = match *x.dims() {
+        [_, c, _] => c,
+        _ => bail!("snake needs x of shape (b, c, t), got {:?}", x.dims()),
+    };
+    let per_channel = |v: &TchTensor, name: &str| -> OpResult<Tensor> {
+        if v.dims().iter().product::<usize>() != c {
+            bail!("{name} {:?} must hold one value per channel ({c})", v.dims());
+        }
+        Ok(cast(&v.t, x.t.f_kind()?)?.f_reshape([1, c as i64, 1])?)
+    };
+    let (alpha, inv_beta) = (per_channel(alpha, "alpha")?, per_channel(inv_beta, "inv_beta")?);
+    let sin = x.t.f_mul(&alpha)?.f_sin()?;
+    TchTensor::new(x.t.f_add(&sin.f_square()?.f_mul(&inv_beta)?)?, false)
 }
 
 // ---- reductions ------------------------------------------------------------------------------

@@ -215,7 +215,7 @@ impl SnakeBeta {
 
     /// `x` is `(1, channels, t)`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.add(&x.mul(&self.alpha)?.sin()?.sqr()?.mul(&self.inv_beta)?)
+        x.snake(&self.alpha, &self.inv_beta)
     }
 }
 

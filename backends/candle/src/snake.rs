@@ -1,0 +1,92 @@
+//! The Snake activation of audio codecs, `x + inv_beta · sin²(alpha · x)` per channel, in one
+//! pass over x: per block of a channel's samples, `alpha · x` and its sine go through a buffer
+//! that stays in L1 and the output is written once, where the composition (mul, sin, sqr, mul,
+//! add) makes five full-size tensors. Each value takes the same f32 operations in the same
+//! order as that composition (no fused multiply-adds), so the two agree bit for bit; other
+//! dtypes run the composition itself.
+
+use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
+use infer_core::UnaryOp;
+
+use crate::elementwise::{self, sin_slice};
+use crate::out_ptr::OutPtr;
+
+/// Values of one channel handled together (the sine buffer: 4 KB).
+const BLOCK: usize = 1024;
+/// Values per work item on the pool, and the size below which one thread does it all.
+const CHUNK: usize = 1 << 14;
+
+/// `x` (b, c, t) with `alpha` and `inv_beta` of c values each.
+pub fn snake(x: &Tensor, alpha: &Tensor, inv_beta: &Tensor) -> Result<Tensor> {
+    let (b, c, t) = x.dims3()?;
+    if alpha.elem_count() != c || inv_beta.elem_count() != c {
+        candle_core::bail!(
+            "alpha {:?} and inv_beta {:?} must hold one value per channel ({c})",
+            alpha.dims(),
+            inv_beta.dims()
+        );
+    }
+    if x.dtype() != C::F32 || !x.device().is_cpu() {
+        let per_channel = |v: &Tensor| v.to_dtype(x.dtype())?.reshape((1, c, 1));
+        let sin = elementwise::unary(&x.broadcast_mul(&per_channel(alpha)?)?, UnaryOp::Sin)?;
+        return x.add(&sin.sqr()?.broadcast_mul(&per_channel(inv_beta)?)?);
+    }
+    let factors = |v: &Tensor| v.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>();
+    let (alpha, inv_beta) = (factors(alpha)?, factors(inv_beta)?);
+    let x = x.contiguous()?;
+    let (storage, layout) = x.storage_and_layout();
+    let xs = match (&*storage, layout.contiguous_offsets()) {
+        (Storage::Cpu(CpuStorage::F32(v)), Some((lo, hi))) => &v[lo..hi],
+        _ => candle_core::bail!("snake: expected a contiguous f32 CPU tensor"),
+    };
+    let mut out: Vec<f32> = Vec::with_capacity(xs.len());
+    let dst = OutPtr(out.as_mut_ptr());
+    // Work items: `CHUNK`-value pieces of each (batch, channel) row.
+    let per_row = t.div_ceil(CHUNK).max(1);
+    let run = |items: std::ops::Range<usize>| {
+        for item in items {
+            let (row, piece) = (item / per_row, item % per_row);
+            let (lo, hi) = (row * t + piece * CHUNK, row * t + ((piece + 1) * CHUNK).min(t));
+            let ch = row % c;
+            // SAFETY: the items' ranges are disjoint and inside the buffer's capacity; every
+            // value is written before `set_len` below.
+            let o = unsafe { std::slice::from_raw_parts_mut(dst.at(lo), hi - lo) };
+            snake_values(&xs[lo..hi], alpha[ch], inv_beta[ch], o);
+        }
+    };
+    let items = b * c * per_row;
+    if xs.len() < CHUNK || items < 2 {
+        run(0..items);
+    } else {
+        candle_core::utils::barrier_pool().execute_chunked(items, run);
+    }
+    // SAFETY: the items covered every value of the (b, c, t) output.
+    unsafe { out.set_len(xs.len()) };
+    Tensor::from_vec(out, (b, c, t), x.device())
+}
+
+fn snake_values(x: &[f32], alpha: f32, inv_beta: f32, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if elementwise::has_avx2() {
+        // SAFETY: avx2 checked at run time.
+        return unsafe { snake_values_avx2(x, alpha, inv_beta, out) };
+    }
+    snake_body(x, alpha, inv_beta, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn snake_values_avx2(x: &[f32], alpha: f32, inv_beta: f32, out: &mut [f32]) {
+    snake_body(x, alpha, inv_beta, out)
+}
+
+#[inline(always)]
+fn snake_body(x: &[f32], alpha: f32, inv_beta: f32, out: &mut [f32]) {
+    let mut scaled = [0f32; BLOCK];
+    for (xb, ob) in x.chunks(BLOCK).zip(out.chunks_mut(BLOCK)) {
+        let scaled = &mut scaled[..xb.len()];
+        scaled.iter_mut().zip(xb).for_each(|(s, &x)| *s = x * alpha);
+        sin_slice(scaled, ob);
+        ob.iter_mut().zip(xb).for_each(|(o, &x)| *o = x + (*o * *o) * inv_beta);
+    }
+}
