@@ -249,12 +249,13 @@ fn qwen2_and_qwen3_are_told_apart_by_their_weights_without_model_type() {
 }
 
 /// A rotating (windowed) layer cache returns, at every append, the previous `window` positions
-/// followed by the new ones, across its buffer moves and a prefill longer than the window.
+/// followed by the new ones, across its buffer moves and a prefill longer than the window; an
+/// unbounded one (window 0) returns every position, across its growth from a small first buffer.
 #[test]
 fn rotating_cache_returns_the_window_and_the_new_positions() {
     use infer_core::{LayerCache, Tensor};
-    let (heads, d, window) = (2, 3, 5);
-    for setup in Setup::all() {
+    let (heads, d) = (2, 3);
+    for (setup, window) in Setup::all().into_iter().flat_map(|s| [(s, 5), (s, 0)]) {
         let backend = setup.registry().unwrap().backend(Some(setup.backend()), None).unwrap();
         let mut cache = LayerCache::new(window);
         // history[p]: position p's values for each head (the key; the value is its negation).
@@ -272,13 +273,17 @@ fn rotating_cache_returns_the_window_and_the_new_positions() {
             };
             let k = Tensor::from_f32(&backend, &layout(&new, 1.0), &[1, heads, t, d]).unwrap();
             let v = Tensor::from_f32(&backend, &layout(&new, -1.0), &[1, heads, t, d]).unwrap();
-            let kept = history.len().min(window);
+            let kept = if window == 0 { history.len() } else { history.len().min(window) };
             let mut want = history[history.len() - kept..].to_vec();
             want.extend(new.iter().cloned());
             history.extend(new);
             let (k_all, v_all) = cache.append(&k, &v).unwrap();
             assert_eq!(k_all.dims(), [1, heads, kept + t, d], "{setup:?}");
-            assert_eq!(k_all.contiguous().unwrap().to_vec_f32().unwrap(), layout(&want, 1.0), "{setup:?} t {t}");
+            assert_eq!(
+                k_all.contiguous().unwrap().to_vec_f32().unwrap(),
+                layout(&want, 1.0),
+                "{setup:?} w {window} t {t}"
+            );
             assert_eq!(v_all.contiguous().unwrap().to_vec_f32().unwrap(), layout(&want, -1.0), "{setup:?} t {t}");
             assert_eq!(cache.offset(), history.len());
         }
