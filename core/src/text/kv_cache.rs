@@ -18,10 +18,10 @@ use crate::{DType, Error, Result, Tensor};
 
 /// Positions are allocated in chunks of this many tokens.
 const CHUNK: usize = 256;
-/// An unbounded cache's first buffer is rounded up to this many positions only: zero-filling
-/// fresh memory costs ~1 ms a MB here, and a speech model's 28-layer talker would otherwise pay
-/// ~56 MB of it (256 positions) before its first frame although an 8-token prompt needs 32.
-/// Later growth goes in `CHUNK`s.
+/// An unbounded cache whose first append is this short gets a buffer of this many positions
+/// only: zero-filling fresh memory costs ~1 ms a MB here, and a speech model's 28-layer talker
+/// would otherwise pay ~56 MB of it (256 positions) before its first frame although its 8-token
+/// prompt needs 32. Longer prompts, and all later growth, go in `CHUNK`s.
 const FIRST_CHUNK: usize = 32;
 
 #[repr(C)]
@@ -79,7 +79,8 @@ impl LayerCache {
             // A rotating cache keeps a chunk of room past its window, so it moves its window to
             // the front of a new buffer once per CHUNK tokens rather than every step.
             let room = if self.window > 0 { CHUNK } else { 0 };
-            let chunk = if self.k.is_none() && self.window == 0 { FIRST_CHUNK } else { CHUNK };
+            let short_start = self.k.is_none() && self.window == 0 && self.len + t <= FIRST_CHUNK;
+            let chunk = if short_start { FIRST_CHUNK } else { CHUNK };
             self.relocate(k, (self.len + t + room).div_ceil(chunk) * chunk)?;
         }
         let (ROption::RSome(kb), ROption::RSome(vb)) = (&self.k, &self.v) else {
