@@ -10,9 +10,9 @@
 //! Tap j's matrix is a strided view: its rows are `k` floats apart, so each tap's pass pulls every
 //! cache line of the weight again. With a short input (a streamed chunk: a few frames against the
 //! codec's 75 MB first upsampler) those `k` passes over a weight too big for the cache are the
-//! whole cost, so short inputs take the folded path instead: one gemm per channel block computes
-//! every tap at once, `Z = W_blockᵀ x` (`(m·k, l)`, the weight read once along its rows), and `Z`
-//! is folded (scatter-added) into the output columns.
+//! whole cost, so short inputs take the folded path instead: every tap of a block of channels at
+//! once, `Z = xᵀ W_block` (`(l, m·k)`, accumulated from the weight's rows, each read once in
+//! order), then `Z` folded (scatter-added) into the output columns.
 
 use crate::gemv;
 use crate::out_ptr::OutPtr;
@@ -27,7 +27,7 @@ const ROW_BLOCK: usize = 48;
 /// stays in L1/L2).
 const FOLD_MAX_COLUMNS: usize = 16;
 
-/// Whether the folded path (one pass over the weight, plus a `(cout·k, l)` buffer to fold)
+/// Whether the folded path (one pass over the weight, plus an `(l, cout·k)` buffer to fold)
 /// costs less traffic than one strided pass per tap: it does for a few input columns against
 /// many channels, `2·l < cin` (the buffer's write and read against `k - 1` extra weight passes).
 fn folds(g: &Geometry) -> bool {
@@ -72,18 +72,15 @@ pub fn dense_conv_transpose1d_f32(xs: &[f32], ws: &[f32], bias: Option<&[f32]>, 
         let dst = &dst;
         let mut taps = if fold { vec![0f32; block * k * l] } else { Vec::new() };
         for item in items {
+            let (bi, c0) = (item / blocks, item % blocks * block);
+            let m = block.min(cout - c0);
+            let x = &xs[bi * cin * l..(bi + 1) * cin * l];
             if fold {
-                let (bi, c0) = (item / blocks, item % blocks * block);
-                let m = block.min(cout - c0);
-                let x = &xs[bi * cin * l..(bi + 1) * cin * l];
                 // SAFETY: only this item writes rows c0..c0 + m of batch item bi.
                 let rows = unsafe { std::slice::from_raw_parts_mut(dst.0.add((bi * cout + c0) * l_out), m * l_out) };
                 fold_block(&mut taps[..m * k * l], &ws[c0 * k..], x, rows, g);
                 continue;
             }
-            let (bi, c0) = (item / blocks, item % blocks * block);
-            let m = block.min(cout - c0);
-            let x = &xs[bi * cin * l..(bi + 1) * cin * l];
             for i0 in (0..l).step_by(COLUMNS) {
                 let n = COLUMNS.min(l - i0);
                 for j in 0..k {
