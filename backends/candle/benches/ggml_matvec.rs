@@ -68,33 +68,31 @@ impl SharedBytesImpl for MappedFile {
 }
 
 fn run(name: &str, m: &GgmlMatrix, x: &[f32], n_bytes: usize) {
+    let small = n_bytes < 4 << 20;
     if let Some(rows) = std::env::var("PREFILL_ROWS").ok().and_then(|v| v.parse::<usize>().ok()) {
         let xs: Vec<f32> = (0..rows).flat_map(|r| x.iter().map(move |v| v * (1.0 + r as f32 * 0.01))).collect();
-        let mut sink = m.matmul(&xs, rows)[0];
-        let runs = if n_bytes < 4 << 20 { 100 } else { 5 };
-        let mut best = f64::MAX;
-        for _ in 0..runs {
-            let t = Instant::now();
-            sink += m.matmul(&xs, rows)[0];
-            best = best.min(t.elapsed().as_secs_f64());
-        }
+        let (best, sink) = best_of(1, if small { 100 } else { 5 }, || m.matmul(&xs, rows)[0]);
         let ops = 2.0 * (m.rows() * x.len() * rows) as f64;
         println!("{name:22} x{rows}  best {:8.3} ms  {:6.1} GOP/s  ({sink:.1})", best * 1e3, ops / best / 1e9);
         return;
     }
-    {
-        let mut sink = 0f32;
-        for _ in 0..3 {
-            sink += m.matmul(x, 1)[0];
-        }
-        let runs = if n_bytes < 4 << 20 { 400 } else { 20 };
-        let mut best = f64::MAX;
-        for _ in 0..runs {
-            let t = Instant::now();
-            sink += m.matmul(x, 1)[0];
-            best = best.min(t.elapsed().as_secs_f64());
-        }
-        let gb = n_bytes as f64 / 1e9;
-        println!("{name:22} {:7.1} MB  best {:7.3} ms  {:6.2} GB/s  ({sink:.1})", gb * 1e3, best * 1e3, gb / best);
+    let (best, sink) = best_of(3, if small { 400 } else { 20 }, || m.matmul(x, 1)[0]);
+    let gb = n_bytes as f64 / 1e9;
+    println!("{name:22} {:7.1} MB  best {:7.3} ms  {:6.2} GB/s  ({sink:.1})", gb * 1e3, best * 1e3, gb / best);
+}
+
+/// The fastest of `runs` timed calls of `f` after `warm` untimed ones, and the sum of its results
+/// (printed, so the products are not optimized away).
+fn best_of(warm: usize, runs: usize, mut f: impl FnMut() -> f32) -> (f64, f32) {
+    let mut sink = 0f32;
+    for _ in 0..warm {
+        sink += f();
     }
+    let mut best = f64::MAX;
+    for _ in 0..runs {
+        let t = Instant::now();
+        sink += f();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    (best, sink)
 }
