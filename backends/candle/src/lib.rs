@@ -10,6 +10,7 @@
 
 pub mod attention;
 pub mod conv;
+mod conv_direct;
 mod conv_transpose;
 pub mod convert;
 pub mod elementwise;
