@@ -70,20 +70,8 @@ impl Shape {
         out: *mut f32,
         out_stride: usize,
     ) -> Operands {
-        let (w_row, w_ci) = ((self.cin * self.k) as isize, self.k as isize);
-        Operands {
-            x,
-            x_stride,
-            w,
-            w_row,
-            w_ci,
-            w_tap: 1,
-            channels: g,
-            taps: self.k,
-            dilation: self.dilation,
-            out,
-            out_stride,
-        }
+        let (w_row, w_ci) = (self.cin * self.k, self.k);
+        Operands { x, x_stride, w, w_row, w_ci, channels: g, taps: self.k, dilation: self.dilation, out, out_stride }
     }
 }
 
@@ -243,16 +231,15 @@ unsafe fn edge_block(
 
 /// What one kernel call reads and writes: `out[r][0..16] += Σ_ci Σ_j w(r, ci, j) ·
 /// x[ci·x_stride + j·dilation ..][0..16]` for `r < rows`, where `w(r, ci, j)` lies at
-/// `w + r·w_row + ci·w_ci + j·w_tap` (a convolution's weight `(cout, cin, k)` has strides
-/// `(cin·k, k, 1)`).
+/// `w + r·w_row + ci·w_ci + j` (a convolution's weight `(cout, cin, k)`: `w_row = cin·k`,
+/// `w_ci = k`).
 #[derive(Clone, Copy)]
 struct Operands {
     x: *const f32,
     x_stride: usize,
     w: *const f32,
-    w_row: isize,
-    w_ci: isize,
-    w_tap: isize,
+    w_row: usize,
+    w_ci: usize,
     channels: usize,
     taps: usize,
     dilation: usize,
@@ -295,13 +282,13 @@ mod avx2 {
         }
         for ci in 0..o.channels {
             let xr = o.x.add(ci * o.x_stride);
-            let wr = o.w.offset(ci as isize * o.w_ci);
+            let wr = o.w.add(ci * o.w_ci);
             for j in 0..o.taps {
                 let xp = xr.add(j * o.dilation);
                 let (x0, x1) = (_mm256_loadu_ps(xp), _mm256_loadu_ps(xp.add(8)));
-                let wj = wr.offset(j as isize * o.w_tap);
+                let wj = wr.add(j);
                 for (r, a) in acc.iter_mut().enumerate() {
-                    let wv = _mm256_broadcast_ss(&*wj.offset(r as isize * o.w_row));
+                    let wv = _mm256_broadcast_ss(&*wj.add(r * o.w_row));
                     a[0] = _mm256_fmadd_ps(wv, x0, a[0]);
                     a[1] = _mm256_fmadd_ps(wv, x1, a[1]);
                 }
