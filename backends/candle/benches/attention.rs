@@ -7,40 +7,13 @@
 //! `CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS` (set both). NAME: run the rows whose label
 //! contains it. Prints the best milliseconds per call of each path and their ratio.
 
-use std::time::Instant;
+mod common;
 
-use candle_core::{Device, Tensor};
+use common::{best, tensor};
 use infer_backend_candle::attention::{attention, attention_blocked, AttnParams, BLOCK_ELEMS};
 
 /// (label, query heads, KV heads, head dim).
 const MODELS: [(&str, usize, usize, usize); 2] = [("gemma3-270m", 4, 1, 256), ("qwen2.5-0.5b", 14, 2, 64)];
-
-fn tensor(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut s = seed;
-    let v: Vec<f32> = (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect();
-    Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
-}
-
-/// Best seconds per call of `f` (one warm-up call) over at least `runs` calls and 0.5 s.
-fn best(runs: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let start = Instant::now();
-    let mut best = f64::MAX;
-    let mut i = 0;
-    while i < runs || start.elapsed().as_secs_f64() < 0.5 {
-        let t = Instant::now();
-        f();
-        best = best.min(t.elapsed().as_secs_f64());
-        i += 1;
-    }
-    best
-}
 
 fn main() {
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();

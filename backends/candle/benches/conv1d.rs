@@ -6,9 +6,9 @@
 //! `cargo bench -p infer-backend-candle --bench conv1d [-- NAME...]`; threads:
 //! `CANDLE_NUM_THREADS`. NAME: run the rows whose label contains it.
 
-use std::time::Instant;
+mod common;
 
-use candle_core::{Device, Tensor};
+use common::{best, tensor};
 use infer_backend_candle::conv::{conv1d_using, conv_transpose1d, ConvParams, DenseConv};
 
 /// (label, cin, cout, k, dilation, input length).
@@ -22,33 +22,6 @@ const SHAPES: [(&str, usize, usize, usize, usize, usize); 8] = [
     ("block4 res k1", 96, 96, 1, 1, 48000),
     ("conv-out 96->1 k7", 96, 1, 7, 1, 48006),
 ];
-
-fn tensor(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut s = seed;
-    let v: Vec<f32> = (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect();
-    Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
-}
-
-/// Best seconds per call of `f` (one warm-up call) over at least 5 calls and 0.5 s.
-fn best(mut f: impl FnMut()) -> f64 {
-    f();
-    let start = Instant::now();
-    let mut best = f64::MAX;
-    let mut i = 0;
-    while i < 5 || start.elapsed().as_secs_f64() < 0.5 {
-        let t = Instant::now();
-        f();
-        best = best.min(t.elapsed().as_secs_f64());
-        i += 1;
-    }
-    best
-}
 
 /// (label, cin, cout, stride (kernel 2·stride), input length): the decoder blocks' upsamplers.
 const TRANSPOSED: [(&str, usize, usize, usize, usize); 4] = [
@@ -72,7 +45,7 @@ fn main() {
         let l_out = l - dilation * (k - 1);
         let flop = 2.0 * (cout * cin * k * l_out) as f64;
         let time = |how| {
-            best(|| {
+            best(5, || {
                 conv1d_using(&x, &w, Some(&b), p, how).unwrap();
             })
         };
@@ -96,7 +69,7 @@ fn main() {
         let b = tensor(&[cout], 7);
         let p = ConvParams { stride, padding: 0, dilation: 1, groups: 1, output_padding: 0 };
         let flop = 2.0 * (cout * cin * k * l) as f64;
-        let t = best(|| {
+        let t = best(5, || {
             conv_transpose1d(&x, &w, Some(&b), p).unwrap();
         });
         // One path only (one gemm per tap): its time goes in the gemm columns.

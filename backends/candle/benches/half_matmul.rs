@@ -12,7 +12,9 @@
 //! `RAYON_NUM_THREADS` (tools/bench/half_matmul.sh runs 1 and 2). NAME: run the rows whose
 //! label contains it.
 
-use std::time::Instant;
+mod common;
+
+use common::best;
 
 use candle_core::{DType, Device, Tensor};
 use infer_backend_candle::gemv::{self, Bf16Kernel};
@@ -37,21 +39,6 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 
 fn tensor(n: usize, k: usize, seed: u64, dtype: DType) -> Tensor {
     Tensor::from_vec(values(n * k, seed), (n, k), &Device::Cpu).unwrap().to_dtype(dtype).unwrap()
-}
-
-/// Best seconds per call of `f` (one warm-up call) over at least `runs` calls and 0.5 s.
-fn best(runs: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let start = Instant::now();
-    let mut best = f64::MAX;
-    let mut i = 0;
-    while i < runs || start.elapsed().as_secs_f64() < 0.5 {
-        let t = Instant::now();
-        f();
-        best = best.min(t.elapsed().as_secs_f64());
-        i += 1;
-    }
-    best
 }
 
 fn main() {
