@@ -4,8 +4,10 @@
 //! candle runs a grouped convolution as one convolution per group plus a concatenation, which is
 //! thousands of tiny ops for the depthwise convolutions of audio codecs; depthwise
 //! (groups == cin == cout) convolutions therefore use a direct loop here, in f32. Dense f32
-//! convolutions use a tiled column buffer and gemm (`dense_conv1d_f32`), dense f32 transposed
-//! convolutions one gemm per tap (`conv_transpose`); both start their output from the bias.
+//! stride-1 convolutions with more than one tap run the direct AVX2 kernel (`conv_direct`) where
+//! the CPU has it, other dense f32 convolutions a tiled column buffer and gemm
+//! (`dense_conv1d_f32`), dense f32 transposed convolutions one gemm per tap (`conv_transpose`);
+//! all start their output from the bias.
 
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 

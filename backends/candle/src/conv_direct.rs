@@ -29,16 +29,9 @@ const CIN_GROUP: usize = 128;
 /// Work items per thread the split aims at, so the pool's shared cursor evens the threads out.
 const ITEMS_PER_THREAD: usize = 8;
 
-/// Whether this CPU runs [`conv1d_accumulate`].
+/// Whether this CPU runs [`conv1d_accumulate`]: AVX2 and FMA.
 pub(crate) fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::OnceLock;
-        static OK: OnceLock<bool> = OnceLock::new();
-        *OK.get_or_init(|| std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    crate::gemv::has_fma()
 }
 
 /// The geometry of a stride-1, groups-1 convolution `(b, cin, l)` by `(cout, cin, k)`.
@@ -85,51 +78,32 @@ pub(crate) fn conv1d_accumulate(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shap
     if out.is_empty() || s.cin == 0 {
         return;
     }
-    let dst = OutPtr(out.as_mut_ptr());
-    for_items(
-        s.b,
-        s.l_out,
-        s.cout,
-        |edge, bi, (t0, t1), (c0, c1)| {
-            let x = &xs[bi * s.cin * s.l..(bi + 1) * s.cin * s.l];
-            // SAFETY: the item writes rows c0..c1, columns t0..t1 of batch item bi, which no other
-            // item writes; `dst` holds b·cout·l_out values.
-            unsafe { chunk_accumulate(x, ws, dst.at(bi * s.cout * s.l_out), s, (t0, t1), (c0, c1), edge) }
-        },
-        (s.cin, s.span()),
-    );
-}
-
-/// Runs `f(edge buffers, batch item, columns, output channels)` over work items covering
-/// `cols` columns × `cout` channels of each of `b` batch items, on the pool's threads. Items are
-/// equal chunks of whole 16-column blocks (at most CHUNK columns), split by output channels in
-/// whole 6-row blocks until there are ITEMS_PER_THREAD per thread: with 2 threads, 4 chunks of
-/// 256, 256, 256 and 32 columns (an 800-column product) kept one thread idle for a third of the
-/// call. `(cin, span)` sizes the edge buffers.
-fn for_items(
-    b: usize,
-    cols: usize,
-    cout: usize,
-    f: impl Fn(&mut EdgeBuffers, usize, (usize, usize), (usize, usize)) + Sync,
-    (cin, span): (usize, usize),
-) {
+    // Equal chunks of whole 16-column blocks (at most CHUNK columns), split by output channels
+    // in whole 6-row blocks until there are ITEMS_PER_THREAD per thread: with 2 threads, 4
+    // chunks of 256, 256, 256 and 32 columns (an 800-column product) kept one thread idle for a
+    // third of the call.
     let pool = candle_core::utils::barrier_pool();
     let threads = pool.n_workers() + 1;
-    let chunk = cols.div_ceil(COLS).div_ceil(cols.div_ceil(CHUNK)) * COLS;
-    let chunks_per_item = cols.div_ceil(chunk);
-    let chunks = b * chunks_per_item;
+    let chunk = s.l_out.div_ceil(COLS).div_ceil(s.l_out.div_ceil(CHUNK)) * COLS;
+    let chunks_per_item = s.l_out.div_ceil(chunk);
+    let chunks = s.b * chunks_per_item;
     let want = if threads > 1 { threads * ITEMS_PER_THREAD } else { 1 };
-    let row_blocks = cout.div_ceil(ROWS);
+    let row_blocks = s.cout.div_ceil(ROWS);
     let splits = if chunks >= want { 1 } else { want.div_ceil(chunks).min(row_blocks) };
     let rows_per_split = row_blocks.div_ceil(splits) * ROWS;
-    let splits = cout.div_ceil(rows_per_split);
+    let splits = s.cout.div_ceil(rows_per_split);
+    let dst = OutPtr(out.as_mut_ptr());
     let run = |items: std::ops::Range<usize>| {
-        let mut edge = EdgeBuffers::new(cin, span);
+        let mut edge = EdgeBuffers::new(s.cin, s.span());
         for item in items {
             let (c, split) = (item / splits, item % splits);
             let (bi, t0) = (c / chunks_per_item, c % chunks_per_item * chunk);
-            let (c0, c1) = (split * rows_per_split, ((split + 1) * rows_per_split).min(cout));
-            f(&mut edge, bi, (t0, (t0 + chunk).min(cols)), (c0, c1));
+            let (c0, c1) = (split * rows_per_split, ((split + 1) * rows_per_split).min(s.cout));
+            let x = &xs[bi * s.cin * s.l..(bi + 1) * s.cin * s.l];
+            let cols = (t0, (t0 + chunk).min(s.l_out));
+            // SAFETY: the item writes rows c0..c1, columns `cols` of batch item bi, which no
+            // other item writes; `dst` holds b·cout·l_out values.
+            unsafe { chunk_accumulate(x, ws, dst.at(bi * s.cout * s.l_out), s, cols, (c0, c1), &mut edge) }
         }
     };
     let items = chunks * splits;

@@ -300,7 +300,8 @@ unsafe fn axpy_f32_avx2(a: f32, x: &[f32], y: &mut [f32]) {
     axpy_body(a, x, y, madd_fused)
 }
 
-fn has_fma() -> bool {
+/// Whether the CPU has AVX2 and FMA (looked up once).
+pub(crate) fn has_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use std::sync::OnceLock;
