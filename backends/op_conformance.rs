@@ -1,8 +1,9 @@
 // The op conformance suite shared by the backends that are checked against candle (tch, MLX):
 // every op through infer-core's public `Tensor` API, on the same inputs as candle's op tests
 // (whose own tests check each op against naive Rust). Shapes, dtypes and values must agree.
-// A backend's tests/ops.rs defines `fn under_test() -> Backend` and `const UNDER_TEST: &str`,
-// then `include!`s this file; what only that backend has follows in its own file.
+// A backend's tests/ops.rs defines `fn under_test() -> Backend`, `const UNDER_TEST: &str` and
+// `fn tol_floor() -> f32` (the least relative tolerance of a float check: 0 where the backend
+// must match candle exactly), then `include!`s this file; what only that backend has follows in its own file.
 
 use infer_backend_candle::CandleBackend;
 use infer_core::{AttentionOpts, Backend, BinaryOp, CmpOp, Conv1dParams, DType, ReduceOp, RopeLayout, Tensor, UnaryOp};
@@ -41,9 +42,10 @@ fn i64s(x: &Tensor) -> Vec<i64> {
 }
 
 /// Runs `f` on both backends and checks that shapes, dtypes and values agree: integers exactly,
-/// floats within `tol` relative (NaN matches NaN).
+/// floats within `tol` (at least [`tol_floor`]) relative (NaN matches NaN).
 #[track_caller]
 fn same(what: &str, tol: f32, f: impl Fn(&Backend) -> Tensor) {
+    let tol = tol.max(tol_floor());
     let (x, y) = (f(&under_test()), f(&candle()));
     assert_eq!(x.dims(), y.dims(), "{what}: shapes");
     assert_eq!(x.dtype(), y.dtype(), "{what}: dtypes");

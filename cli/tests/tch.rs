@@ -1,7 +1,8 @@
 //! The `infer` binary with the tch backend loaded from its plugin library by configuration:
-//! greedy tokens equal the transformers goldens on every LLM fixture, `--backend cuda` fails
-//! with one clear line where no GPU is, and a tch library whose libtorch is gone is one clear
-//! error (or, marked optional, a skipped plugin while candle keeps working).
+//! greedy tokens equal the transformers goldens on every LLM fixture (with `--backend cuda` too
+//! where a GPU is; where none is, `--backend cuda` fails with one clear line), and a tch library
+//! whose libtorch is gone is one clear error (or, marked optional, a skipped plugin while candle
+//! keeps working).
 //!
 //! The default `infer` binary does not link libtorch: only the plugin library does, through its
 //! rpath.
@@ -50,22 +51,29 @@ fn tokens(o: &Output) -> Vec<u32> {
     v["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect()
 }
 
-#[test]
-fn run_backend_tch_matches_the_goldens_on_every_llm_fixture() {
-    let tmp = tempfile::tempdir().unwrap();
-    let config = config_with(tmp.path(), &plugin_library("infer_plugin_tch"), false);
+/// Greedy ids of `infer run --backend <backend>` equal the goldens on every LLM fixture.
+fn check_goldens(config: &Path, backend: &str) {
     for name in LLM_FIXTURES {
         let dir = fixture(name);
         for case in golden(&dir).cases {
-            let o = run_json(&config, &dir, &case.ids, case.greedy.len(), "tch");
-            assert!(o.status.success(), "{name}: {}", stderr(&o));
-            assert_eq!(tokens(&o), case.greedy, "{name}: greedy ids for {:?}", case.prompt);
+            let o = run_json(config, &dir, &case.ids, case.greedy.len(), backend);
+            assert!(o.status.success(), "{name} on {backend}: {}", stderr(&o));
+            assert_eq!(tokens(&o), case.greedy, "{name} on {backend}: greedy ids for {:?}", case.prompt);
         }
     }
 }
 
 #[test]
-fn plugins_lists_tch_and_cuda_without_a_gpu_is_one_clear_line() {
+fn run_backend_tch_matches_the_goldens_on_every_llm_fixture() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = config_with(tmp.path(), &plugin_library("infer_plugin_tch"), false);
+    check_goldens(&config, "tch");
+}
+
+/// Where a GPU and a CUDA build are present, `--backend cuda` must match the goldens too;
+/// elsewhere it must fail with one line saying why.
+#[test]
+fn plugins_lists_tch_and_cuda_matches_the_goldens_or_is_one_clear_line() {
     let tmp = tempfile::tempdir().unwrap();
     let lib = plugin_library("infer_plugin_tch");
     let config = config_with(tmp.path(), &lib, false);
@@ -78,7 +86,8 @@ fn plugins_lists_tch_and_cuda_without_a_gpu_is_one_clear_line() {
     let dir = fixture("qwen3/gqa");
     let o = run_json(&config, &dir, &[1, 2, 3], 2, "cuda");
     if o.status.success() {
-        eprintln!("a CUDA device is present: --backend cuda ran on it");
+        eprintln!("a CUDA device is present: checking --backend cuda against the goldens");
+        check_goldens(&config, "cuda");
         return;
     }
     let e = stderr(&o);

@@ -105,6 +105,10 @@ pub enum Setup {
     /// tch (libtorch, CPU) and every model plugin loaded from their cdylibs through a plugins.toml.
     /// The test binaries never link libtorch: only the tch library does (found by its rpath).
     TchLibrary,
+    /// tch on the first CUDA GPU (`--backend cuda`), from the same libraries as
+    /// [`Setup::TchLibrary`]. Listed only with `INFER_TEST_CUDA=1`, on a GPU machine with a
+    /// CUDA build of the tch library (tools/gpu_check.sh): CI's machines have no GPU.
+    TchCuda,
     /// MLX (its CPU build here, Metal on a Mac) and every model plugin loaded from their cdylibs
     /// through a plugins.toml. The MLX library is built by tools/setup_mlx.sh (which tools/test.sh
     /// runs), in release, where plugins.toml finds it: [`mlx_library`].
@@ -113,7 +117,8 @@ pub enum Setup {
 
 impl Setup {
     /// Every setup. The MLX one is left out, with a printed reason, only when
-    /// tools/setup_mlx.sh has not been run (its library is absent). `$INFER_SETUPS` (backend
+    /// tools/setup_mlx.sh has not been run (its library is absent); the CUDA one is added by
+    /// `INFER_TEST_CUDA=1`. `$INFER_SETUPS` (backend
     /// names, comma-separated: `candle,tch,mlx`) narrows the list, for a machine that has only
     /// some backends (the macOS workflow runs `mlx` alone: no libtorch there).
     pub fn all() -> Vec<Setup> {
@@ -124,6 +129,9 @@ impl Setup {
                 "skipping the MLX setup: {} is missing (run tools/setup_mlx.sh to build it)",
                 mlx_library_path().display()
             ),
+        }
+        if std::env::var("INFER_TEST_CUDA").as_deref() == Ok("1") {
+            all.push(Setup::TchCuda);
         }
         if let Ok(only) = std::env::var("INFER_SETUPS") {
             all.retain(|s| only.split(',').any(|n| n.trim() == s.backend()));
@@ -142,7 +150,9 @@ impl Setup {
         match self {
             Setup::CandleBuiltIn => Registry::builtin(),
             Setup::CandleLibrary => Registry::from_config(library_config(&with_models("infer_plugin_candle"))?),
-            Setup::TchLibrary => Registry::from_config(library_config(&with_models("infer_plugin_tch"))?),
+            Setup::TchLibrary | Setup::TchCuda => {
+                Registry::from_config(library_config(&with_models("infer_plugin_tch"))?)
+            }
             Setup::MlxLibrary => {
                 let mlx = mlx_library().expect("Setup::all lists MlxLibrary only when its library exists");
                 let mut cfg = library_config(MODEL_LIBRARIES)?;
@@ -160,6 +170,7 @@ impl Setup {
         match self {
             Setup::CandleBuiltIn | Setup::CandleLibrary => "candle",
             Setup::TchLibrary => "tch",
+            Setup::TchCuda => "cuda",
             Setup::MlxLibrary => "mlx",
         }
     }

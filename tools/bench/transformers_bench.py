@@ -2,7 +2,7 @@
 """HF transformers (PyTorch CPU) counterpart of `infer bench --json`: one checkpoint, one thread count.
 
     ~/.cache/infer/venvs/transformers/bin/python tools/bench/transformers_bench.py MODEL_DIR \
-        [--threads 2] [--dtype bf16] [--prompt-tokens 128] [--gen-tokens 64] [--runs 3]
+        [--threads 2] [--dtype bf16] [--prompt-tokens 128] [--gen-tokens 64] [--runs 3] [--device cuda]
 
 Prints one JSON object with the same keys as `infer bench --json` and tools/bench/llamacpp_bench.py
 (prefill_tok_s, decode_tok_s, ttft_ms, peak_rss_mb, load_seconds; medians over --runs timed runs
@@ -21,7 +21,9 @@ What is timed, mirroring infer's GenerateMetrics (core/src/text/engine.rs):
 - decode: the remaining gen_tokens-1 steps, each a one-token forward with past_key_values +
   argmax, timed from the end of prefill to the last token; decode_tok_s = (gen_tokens - 1) / that
   time (infer divides the same token count by the same span). EOS is ignored.
-Everything runs under torch.inference_mode(). This is the raw forward loop (no generate(), no
+Everything runs under torch.inference_mode(). With `--device cuda` the model and ids live on the
+GPU, the prefill time ends at a `torch.cuda.synchronize()` (kernels are asynchronous there), each
+step's argmax reads the id back (as infer does) and gpu_peak_mb is torch's peak allocation. This is the raw forward loop (no generate(), no
 logits processors), the fastest way to drive transformers eagerly.
 """
 
@@ -58,7 +60,14 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--gen-tokens", type=int, default=64)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N")
     args = ap.parse_args()
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
     if args.runs < 1 or args.prompt_tokens < 1 or args.gen_tokens < 2 or args.threads < 1:
         ap.error("need --runs >= 1, --prompt-tokens >= 1, --gen-tokens >= 2, --threads >= 1")
 
@@ -66,13 +75,15 @@ def main() -> None:
     torch.set_num_interop_threads(1)
     baseline_rss = rss_mb()  # interpreter + torch + transformers, before the model
     t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=DTYPES[args.dtype])
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=DTYPES[args.dtype]).to(device)
     model.eval()
+    sync()
     load_s = time.perf_counter() - t0
     weight_dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()})
     vocab = model.config.vocab_size
 
-    prompt = torch.tensor([[min(1000, vocab // 2) + (i * 7) % 500 for i in range(args.prompt_tokens)]])
+    ids = [[min(1000, vocab // 2) + (i * 7) % 500 for i in range(args.prompt_tokens)]]
+    prompt = torch.tensor(ids, device=device)
     prefill, decode, ttft = [], [], []
     first_run_ids = None
     with torch.inference_mode():
@@ -80,13 +91,14 @@ def main() -> None:
             start = time.perf_counter()
             out = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
             logits = out.logits[0, -1]
+            sync()
             t_prefill = time.perf_counter()
             tok = int(torch.argmax(logits))
             t_first = time.perf_counter()
             past = out.past_key_values
             ids = [tok]
             for _ in range(args.gen_tokens - 1):
-                out = model(input_ids=torch.tensor([[tok]]), past_key_values=past, use_cache=True)
+                out = model(input_ids=torch.tensor([[tok]], device=device), past_key_values=past, use_cache=True)
                 past = out.past_key_values
                 tok = int(torch.argmax(out.logits[0, -1]))
                 ids.append(tok)
@@ -120,6 +132,8 @@ def main() -> None:
         "ttft_ms": statistics.median(ttft),
         "peak_rss_mb": rss_mb(),
         "baseline_rss_mb": baseline_rss,
+        "device": str(device),
+        "gpu_peak_mb": torch.cuda.max_memory_allocated(device) / 1e6 if cuda else None,
         "all_prefill_tok_s": prefill,
         "all_decode_tok_s": decode,
         "generated_ids_head": first_run_ids[:8],

@@ -100,27 +100,13 @@ fn run(op: Op<'_>, ts: &[&TchTensor]) -> OpResult<TchTensor> {
         }
         Op::Conv1d { stride, padding, dilation, groups } => {
             conv_check(x, ts[1], stride, dilation, groups)?;
-            let y = x.t.f_conv1d(
-                &ts[1].t,
-                bias_for(opt(2), x)?.as_ref(),
-                [stride as i64],
-                [padding as i64],
-                [dilation as i64],
-                groups as i64,
-            )?;
+            let y = convolution(x, ts[1], opt(2), Conv { stride, padding, dilation, groups, transposed: None })?;
             TchTensor::new(y, false)
         }
         Op::ConvTranspose1d { stride, padding, output_padding, dilation, groups } => {
             conv_check(x, ts[1], stride, dilation, groups)?;
-            let y = x.t.f_conv_transpose1d(
-                &ts[1].t,
-                bias_for(opt(2), x)?.as_ref(),
-                [stride as i64],
-                [padding as i64],
-                [output_padding as i64],
-                groups as i64,
-                [dilation as i64],
-            )?;
+            let transposed = Some(output_padding);
+            let y = convolution(x, ts[1], opt(2), Conv { stride, padding, dilation, groups, transposed })?;
             TchTensor::new(y, false)
         }
         Op::SliceAssign { dim, start } => slice_assign(x, ts[1], dim, start),
@@ -519,6 +505,37 @@ fn rope(x: &TchTensor, cos: &TchTensor, sin: &TchTensor, layout: RopeLayout) -> 
 }
 
 // ---- convolutions ----------------------------------------------------------------------------
+
+/// A 1-D convolution's parameters; `transposed` holds the output padding of a transposed one.
+struct Conv {
+    stride: usize,
+    padding: usize,
+    dilation: usize,
+    groups: usize,
+    transposed: Option<usize>,
+}
+
+/// `conv1d` / `conv_transpose1d` through `at::_convolution`, which takes TF32 as an argument:
+/// cuDNN would otherwise run f32 convolutions in TF32 (a 10-bit mantissa, PyTorch's default for
+/// convolutions), and an f32 tensor here means f32 on every device, as candle computes it.
+fn convolution(x: &TchTensor, w: &TchTensor, bias: Option<&TchTensor>, c: Conv) -> OpResult<tch::Tensor> {
+    let bias = bias_for(bias, x)?;
+    let i = |v: usize| [v as i64];
+    Ok(x.t.f_internal_convolution(
+        &w.t,
+        bias.as_ref(),
+        i(c.stride),
+        i(c.padding),
+        i(c.dilation),
+        c.transposed.is_some(),
+        i(c.transposed.unwrap_or(0)),
+        c.groups as i64,
+        false, // benchmark: cuDNN's autotuner off, as PyTorch's default
+        false, // deterministic: PyTorch's default
+        true,  // cuDNN where it is available
+        false, // allow_tf32
+    )?)
+}
 
 fn conv_check(x: &TchTensor, w: &TchTensor, stride: usize, dilation: usize, groups: usize) -> OpResult<()> {
     if stride == 0 || dilation == 0 || groups == 0 {
