@@ -79,7 +79,7 @@ run_test() {
     exe=$(awk -v n="$name" '$1 == n { print $2 }' "$CARGO_TARGET_DIR/gpu-tests.txt")
     echo "== $name ($*)"
     # The tests find tests/fixtures from CARGO_MANIFEST_DIR: this checkout, wherever it is.
-    if env CARGO_MANIFEST_DIR="$REPO/tests" "$@" "$exe" --test-threads 1 2>&1; then
+    if env CARGO_MANIFEST_DIR="$REPO/tests" "$@" "$exe" 2>&1; then
         PASSED+=("$name")
     else
         FAILED+=("$name")
