@@ -33,7 +33,8 @@ build() {
     # Building where the CUDA runtime libraries are absent (only the GPU machine has them):
     # libtorch_cuda is force-linked anyway, and its own undefined symbols are left to the
     # dynamic loader there.
-    if ldd "$LIBTORCH/lib/libtorch_cuda.so" | grep -q "not found"; then
+    # (grep reads all of ldd's output: with -q its early exit fails the pipe under pipefail)
+    if ldd "$LIBTORCH/lib/libtorch_cuda.so" | grep "not found" > /dev/null; then
         export INFER_TCH_CUDA=1
         export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C link-arg=-Wl,--allow-shlib-undefined"
     fi
@@ -100,7 +101,7 @@ checks() {
     PASSED=()
     FAILED=()
     run_test ops INFER_TCH_TEST_DEVICE=cuda
-    run_test tch
+    run_test tch INFER_TEST_CUDA=1
     for t in "${TESTS[@]}"; do run_test "$t" INFER_TEST_CUDA=1 INFER_SETUPS=cuda; done
     echo "gpu_check: passed: ${PASSED[*]:-none}"
     echo "gpu_check: failed: ${FAILED[*]:-none}"

@@ -85,6 +85,9 @@ fn plugins_lists_tch_and_cuda_matches_the_goldens_or_is_one_clear_line() {
 
     let dir = fixture("qwen3/gqa");
     let o = run_json(&config, &dir, &[1, 2, 3], 2, "cuda");
+    // tools/gpu_check.sh sets INFER_TEST_CUDA=1: there a missing GPU is a failure, not a skip.
+    let required = std::env::var("INFER_TEST_CUDA").as_deref() == Ok("1");
+    assert!(o.status.success() || !required, "INFER_TEST_CUDA=1 but --backend cuda failed: {}", stderr(&o));
     if o.status.success() {
         eprintln!("a CUDA device is present: checking --backend cuda against the goldens");
         check_goldens(&config, "cuda");
