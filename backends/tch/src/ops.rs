@@ -55,14 +55,14 @@ fn run(op: Op<'_>, ts: &[&TchTensor]) -> OpResult<TchTensor> {
             if ts[1].rank() != 1 {
                 bail!("index_select ids must be 1-D, got {:?}", ts[1].dims());
             }
-            TchTensor::like(x.t.f_index_select(dim as i64, &index(ts[1])?)?, x)
+            TchTensor::like(x.t.f_index_select(dim as i64, &index(ts[1], x.dims()[dim])?)?, x)
         }
         Op::Gather { dim } => {
             check_dim(x, dim)?;
             if ts[1].rank() != x.rank() {
                 bail!("gather ids {:?} must have the rank of x {:?}", ts[1].dims(), x.dims());
             }
-            TchTensor::like(x.t.f_gather(dim as i64, &index(ts[1])?, false)?, x)
+            TchTensor::like(x.t.f_gather(dim as i64, &index(ts[1], x.dims()[dim])?, false)?, x)
         }
         Op::Reduce { op, dim, keepdim } => reduce(x, op, dim, keepdim),
         Op::Softmax => softmax(x, false),
@@ -90,7 +90,7 @@ fn run(op: Op<'_>, ts: &[&TchTensor]) -> OpResult<TchTensor> {
             if table.rank() != 2 {
                 bail!("embedding table must be (vocab, dim), got {:?}", table.dims());
             }
-            TchTensor::like(Tensor::f_embedding(&table.t, &index(x)?, -1, false, false)?, table)
+            TchTensor::like(Tensor::f_embedding(&table.t, &index(x, table.dims()[0])?, -1, false, false)?, table)
         }
         Op::RmsNorm { eps } => rms_norm(x, ts[1], eps),
         Op::LayerNorm { eps } => layer_norm(x, ts[1], opt(2), eps),
@@ -150,13 +150,25 @@ pub fn cast(t: &Tensor, kind: Kind) -> OpResult<Tensor> {
     }
 }
 
-/// Index operands (u32 ids are already i64; u8 ones are widened).
-fn index(ids: &TchTensor) -> OpResult<Tensor> {
-    match ids.dtype {
-        DType::U32 | DType::I64 => Ok(ids.t.shallow_clone()),
-        DType::U8 => Ok(ids.t.f_to_kind(Kind::Int64)?),
+/// Index operands (u32 ids are already i64; u8 ones are widened) into a dim of `len` rows.
+///
+/// Off the CPU the largest id is checked first: libtorch's CUDA kernels turn an id out of range
+/// into a device-side assert, which poisons the CUDA context (every later op of the process
+/// fails), where its CPU kernels raise an error. The check reads one scalar back (a sync).
+fn index(ids: &TchTensor, len: usize) -> OpResult<Tensor> {
+    let t = match ids.dtype {
+        DType::U32 | DType::I64 => ids.t.shallow_clone(),
+        DType::U8 => ids.t.f_to_kind(Kind::Int64)?,
         d => bail!("indices must be integers, got {d}"),
+    };
+    if t.device() != tch::Device::Cpu && t.numel() > 0 {
+        let (lo, hi) = (t.f_min()?.f_int64_value(&[])?, t.f_max()?.f_int64_value(&[])?);
+        let bad = if lo < 0 { lo } else { hi };
+        if bad < 0 || bad as u64 >= len as u64 {
+            bail!("index {bad} is out of range for a dim of {len}");
+        }
     }
+    Ok(t)
 }
 
 /// PyTorch-style promotion of two dtypes, as candle does it: floats win over ints, f16 with bf16
