@@ -35,6 +35,7 @@ impl TchBackend {
     /// The backend on `device`: "" / "cpu" / "cpu:0", "cuda" / "cuda:N".
     pub fn new(device: &str) -> Result<Self> {
         sys::configure_threads();
+        sys::configure_half_reductions();
         let device = match device.trim() {
             "" | "cpu" | "cpu:0" => tch::Device::Cpu,
             d if d == "cuda" || d.starts_with("cuda:") => {

@@ -22,6 +22,54 @@ pub fn configure_threads() -> usize {
     })
 }
 
+/// Half-precision products on CUDA accumulate in f32 to the end, as on the CPU: PyTorch lets
+/// cuBLAS reduce split-K partial sums in bf16/f16 by default (`torch.backends.cuda.matmul.
+/// allow_bf16_reduced_precision_reduction`), which put a bf16 linear of 333 inputs 0.03 off an f32
+/// reference on an H100 (a partial sum of ~4 rounded to bf16). Split-K itself stays allowed.
+/// Set once per process (libtorch's setting is global); a no-op for the CPU kernels.
+pub fn configure_half_reductions() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let ctx = at_context();
+        // SAFETY: the setters take (allow_reduced_precision, allow_splitk); (false, true) is a
+        // combination they accept (only reduced precision without split-K is refused), so they
+        // return without throwing.
+        unsafe {
+            at_set_allow_bf16_reduction_cublas(ctx, false, true);
+            at_set_allow_fp16_reduction_cublas(ctx, false, true);
+        }
+    });
+}
+
+/// libtorch's cuBLAS reduction settings for (bf16, f16): 0 reduced precision allowed, 1 f32
+/// reductions with split-K, 2 f32 reductions without (`at::CuBLASReductionOption`).
+pub fn half_reduction_options() -> (u8, u8) {
+    let ctx = at_context();
+    // SAFETY: const getters of the global context, returning a one-byte enum.
+    unsafe { (at_allow_bf16_reduction_cublas(ctx), at_allow_fp16_reduction_cublas(ctx)) }
+}
+
+fn at_context() -> *mut std::ffi::c_void {
+    // SAFETY: at::globalContext() returns a reference to a process-wide static.
+    unsafe { at_global_context() }
+}
+
+// libtorch's C++ API for the settings tch does not wrap, by their (Itanium ABI) symbol names: a
+// non-virtual member function takes `this` first; these are in libtorch_cpu (torch 2.11 to 2.13
+// have the same signatures), which torch-sys links, so a changed signature fails the link.
+extern "C" {
+    #[link_name = "_ZN2at13globalContextEv"]
+    fn at_global_context() -> *mut std::ffi::c_void;
+    #[link_name = "_ZN2at7Context27setAllowBF16ReductionCuBLASEbb"]
+    fn at_set_allow_bf16_reduction_cublas(ctx: *mut std::ffi::c_void, allow_reduced: bool, allow_splitk: bool);
+    #[link_name = "_ZN2at7Context27setAllowFP16ReductionCuBLASEbb"]
+    fn at_set_allow_fp16_reduction_cublas(ctx: *mut std::ffi::c_void, allow_reduced: bool, allow_splitk: bool);
+    #[link_name = "_ZNK2at7Context24allowBF16ReductionCuBLASEv"]
+    fn at_allow_bf16_reduction_cublas(ctx: *mut std::ffi::c_void) -> u8;
+    #[link_name = "_ZNK2at7Context24allowFP16ReductionCuBLASEv"]
+    fn at_allow_fp16_reduction_cublas(ctx: *mut std::ffi::c_void) -> u8;
+}
+
 /// The default intra-op thread count: one fewer than the cores this process may use, at least
 /// one (docs/backends/tch.md has the measurements). libtorch's OpenMP workers spin at every
 /// barrier; with as many workers as cores, a single other busy process (a build, the tokenizer
@@ -93,6 +141,12 @@ pub fn memory_stats() -> MemoryStats {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn half_reductions_are_set_to_f32_with_split_k() {
+        super::configure_half_reductions();
+        assert_eq!(super::half_reduction_options(), (1, 1));
+    }
+
     #[test]
     fn default_threads_leave_a_core() {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
