@@ -118,8 +118,8 @@ pub enum Setup {
 impl Setup {
     /// Every setup. The MLX one is left out, with a printed reason, only when
     /// tools/setup_mlx.sh has not been run (its library is absent); the CUDA one is added by
-    /// `INFER_TEST_CUDA=1`. `$INFER_SETUPS` (backend
-    /// names, comma-separated: `candle,tch,mlx`) narrows the list, for a machine that has only
+    /// `INFER_TEST_CUDA=1` or by naming `cuda` in `$INFER_SETUPS`. `$INFER_SETUPS` (backend
+    /// names, comma-separated: `candle,tch,mlx,cuda`) narrows the list, for a machine that has only
     /// some backends (the macOS workflow runs `mlx` alone: no libtorch there).
     pub fn all() -> Vec<Setup> {
         let mut all = vec![Setup::CandleBuiltIn, Setup::CandleLibrary, Setup::TchLibrary];
@@ -130,10 +130,12 @@ impl Setup {
                 mlx_library_path().display()
             ),
         }
-        if std::env::var("INFER_TEST_CUDA").as_deref() == Ok("1") {
+        let only = std::env::var("INFER_SETUPS").ok();
+        let cuda_named = only.as_deref().is_some_and(|o| o.split(',').any(|n| n.trim() == "cuda"));
+        if cuda_named || std::env::var("INFER_TEST_CUDA").as_deref() == Ok("1") {
             all.push(Setup::TchCuda);
         }
-        if let Ok(only) = std::env::var("INFER_SETUPS") {
+        if let Some(only) = only {
             all.retain(|s| only.split(',').any(|n| n.trim() == s.backend()));
         }
         all

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HF transformers (PyTorch CPU) counterpart of `infer bench --json`: one checkpoint, one thread count.
+"""HF transformers (PyTorch, CPU or CUDA) counterpart of `infer bench --json`: one checkpoint, one thread count.
 
     ~/.cache/infer/venvs/transformers/bin/python tools/bench/transformers_bench.py MODEL_DIR \
         [--threads 2] [--dtype bf16] [--prompt-tokens 128] [--gen-tokens 64] [--runs 3] [--device cuda]
@@ -23,7 +23,8 @@ What is timed, mirroring infer's GenerateMetrics (core/src/text/engine.rs):
   time (infer divides the same token count by the same span). EOS is ignored.
 Everything runs under torch.inference_mode(). With `--device cuda` the model and ids live on the
 GPU, the prefill time ends at a `torch.cuda.synchronize()` (kernels are asynchronous there), each
-step's argmax reads the id back (as infer does) and gpu_peak_mb is torch's peak allocation. This is the raw forward loop (no generate(), no
+step's argmax reads the id back (infer reads the last position's logits back and picks on the host,
+a little more work per step) and gpu_peak_mb is torch's peak allocation. This is the raw forward loop (no generate(), no
 logits processors), the fastest way to drive transformers eagerly.
 """
 

@@ -6,8 +6,9 @@
 DIR is a copy of the torch-sys crate (tools/gpu_check.sh makes it and points cargo at it with
 `patch.crates-io`); BUILD_LOG is cargo's output from a failed build of that copy. Every function of
 DIR/libtch/torch_api_generated.cpp in which the log shows a compiler error (an ATen op the libtorch
-lacks, or one whose signature changed) gets a body that throws; the wrapper's PROTECT turns that
-into a tch error, so such an op fails cleanly if called. infer calls none of them. Prints how many
+lacks, or one whose signature changed) gets a body that throws (and returns a zero value where the
+wrapper returns one); the wrapper's PROTECT turns that into a tch error, so such an op fails
+cleanly if called. infer calls none of them. Prints how many
 functions it stubbed; exits 1 when the log names no error in that file (nothing left to stub).
 """
 
@@ -18,6 +19,8 @@ import sys
 from pathlib import Path
 
 ERROR = re.compile(r"libtch/torch_api_generated\.cpp:(\d+):\d+: error:")
+# A wrapper's first line: `<return type> atg_<op>(<params>) {` at column 0.
+DEFINITION = re.compile(r"^(?P<ret>\S.*?)\s*\b(?P<name>atg\w*)\(.*\{$")
 
 
 def main() -> None:
@@ -30,7 +33,7 @@ def main() -> None:
     spans = set()
     for n in bad:
         i = n - 1
-        while not lines[i].startswith("void atg"):
+        while not DEFINITION.match(lines[i]):
             i -= 1
         j = n - 1
         while lines[j] != "}":
@@ -38,9 +41,11 @@ def main() -> None:
         spans.add((i, j))
     # Bottom up, so that the line numbers of the spans above stay valid.
     for i, j in sorted(spans, reverse=True):
-        name = lines[i].split("(")[0].removeprefix("void ")
-        body = f'  PROTECT(throw std::runtime_error("{name}: not in the libtorch this was built against");)'
-        lines[i + 1 : j] = [body]
+        m = DEFINITION.match(lines[i])
+        body = [f'  PROTECT(throw std::runtime_error("{m["name"]}: not in the libtorch this was built against");)']
+        if m["ret"] != "void":
+            body.append("  return {};")
+        lines[i + 1 : j] = body
     src.write_text("\n".join(lines))
     print(f"patch_torch_sys: stubbed {len(spans)} functions")
 

@@ -152,9 +152,10 @@ pub fn cast(t: &Tensor, kind: Kind) -> OpResult<Tensor> {
 
 /// Index operands (u32 ids are already i64; u8 ones are widened) into a dim of `len` rows.
 ///
-/// Off the CPU the largest id is checked first: libtorch's CUDA kernels turn an id out of range
-/// into a device-side assert, which poisons the CUDA context (every later op of the process
-/// fails), where its CPU kernels raise an error. The check reads one scalar back (a sync).
+/// Off the CPU the ids are checked first: libtorch's CUDA kernels turn an id out of range into a
+/// device-side assert, which poisons the CUDA context (every later op of the process fails),
+/// where its CPU kernels raise an error. The check reads the ids' min and max back in one copy
+/// (a sync).
 fn index(ids: &TchTensor, len: usize) -> OpResult<Tensor> {
     let t = match ids.dtype {
         DType::U32 | DType::I64 => ids.t.shallow_clone(),
@@ -162,13 +163,20 @@ fn index(ids: &TchTensor, len: usize) -> OpResult<Tensor> {
         d => bail!("indices must be integers, got {d}"),
     };
     if t.device() != tch::Device::Cpu && t.numel() > 0 {
-        let (lo, hi) = (t.f_min()?.f_int64_value(&[])?, t.f_max()?.f_int64_value(&[])?);
+        let (lo, hi) = id_range(&t)?;
         let bad = if lo < 0 { lo } else { hi };
         if bad < 0 || bad as u64 >= len as u64 {
             bail!("index {bad} is out of range for a dim of {len}");
         }
     }
     Ok(t)
+}
+
+/// The smallest and largest of integer ids (non-empty), read back to the host in one copy.
+fn id_range(ids: &Tensor) -> OpResult<(i64, i64)> {
+    let (lo, hi) = ids.f_aminmax(None, false)?;
+    let range = Tensor::f_stack(&[lo, hi], 0)?.f_to(tch::Device::Cpu)?;
+    Ok((range.f_int64_value(&[0])?, range.f_int64_value(&[1])?))
 }
 
 /// PyTorch-style promotion of two dtypes, as candle does it: floats win over ints, f16 with bf16
@@ -561,4 +569,16 @@ fn conv_check(x: &TchTensor, w: &TchTensor, stride: usize, dilation: usize, grou
         bail!("conv1d wants x (b, cin, l) and w of rank 3, got {:?} and {:?}", x.dims(), w.dims());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The range read of the GPU id check (the check itself runs off the CPU only).
+    #[test]
+    fn id_range_reads_min_and_max() {
+        let ids = tch::Tensor::from_slice(&[7i64, 2, 9, 4]);
+        assert_eq!(super::id_range(&ids).unwrap(), (2, 9));
+        let one = tch::Tensor::from_slice(&[5i64]).reshape([1, 1]);
+        assert_eq!(super::id_range(&one).unwrap(), (5, 5));
+    }
 }

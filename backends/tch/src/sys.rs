@@ -24,9 +24,11 @@ pub fn configure_threads() -> usize {
 
 /// Half-precision products on CUDA accumulate in f32 to the end, as on the CPU: PyTorch lets
 /// cuBLAS reduce split-K partial sums in bf16/f16 by default (`torch.backends.cuda.matmul.
-/// allow_bf16_reduced_precision_reduction`), which put a bf16 linear of 333 inputs 0.03 off an f32
-/// reference on an H100 (a partial sum of ~4 rounded to bf16). Split-K itself stays allowed.
-/// Set once per process (libtorch's setting is global); a no-op for the CPU kernels.
+/// allow_bf16_reduced_precision_reduction`), the suspected cause of a bf16 linear of 333 inputs
+/// 0.031 off candle's on an H100. Split-K itself stays allowed. Set once per process: the setting
+/// is libtorch's global state (any other libtorch user in the process sees it too); a no-op for
+/// the CPU kernels. Itanium C++ ABI targets only (Linux, macOS); elsewhere nothing is set.
+#[cfg(not(target_env = "msvc"))]
 pub fn configure_half_reductions() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
@@ -41,23 +43,31 @@ pub fn configure_half_reductions() {
     });
 }
 
+#[cfg(target_env = "msvc")]
+pub fn configure_half_reductions() {}
+
 /// libtorch's cuBLAS reduction settings for (bf16, f16): 0 reduced precision allowed, 1 f32
 /// reductions with split-K, 2 f32 reductions without (`at::CuBLASReductionOption`).
+#[cfg(not(target_env = "msvc"))]
 pub fn half_reduction_options() -> (u8, u8) {
     let ctx = at_context();
     // SAFETY: const getters of the global context, returning a one-byte enum.
     unsafe { (at_allow_bf16_reduction_cublas(ctx), at_allow_fp16_reduction_cublas(ctx)) }
 }
 
+#[cfg(not(target_env = "msvc"))]
 fn at_context() -> *mut std::ffi::c_void {
     // SAFETY: at::globalContext() returns a reference to a process-wide static.
     unsafe { at_global_context() }
 }
 
 // libtorch's C++ API for the settings tch does not wrap, by their (Itanium ABI) symbol names: a
-// non-virtual member function takes `this` first; these are in libtorch_cpu (torch 2.11 to 2.13
-// have the same signatures), which torch-sys links, so a changed signature fails the link.
-extern "C" {
+// non-virtual member function takes `this` first; these are in libtorch_cpu (torch 2.11 and 2.13
+// have the same signatures), which torch-sys links, so changed parameters fail the link (return
+// types are not in the names: the unit test reads the setting back). "C-unwind": a C++ exception
+// would unwind defined, though these never throw for the arguments passed.
+#[cfg(not(target_env = "msvc"))]
+extern "C-unwind" {
     #[link_name = "_ZN2at13globalContextEv"]
     fn at_global_context() -> *mut std::ffi::c_void;
     #[link_name = "_ZN2at7Context27setAllowBF16ReductionCuBLASEbb"]
@@ -141,6 +151,7 @@ pub fn memory_stats() -> MemoryStats {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(not(target_env = "msvc"))]
     #[test]
     fn half_reductions_are_set_to_f32_with_split_k() {
         super::configure_half_reductions();
