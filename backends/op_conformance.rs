@@ -3,7 +3,8 @@
 // (whose own tests check each op against naive Rust). Shapes, dtypes and values must agree.
 // A backend's tests/ops.rs defines `fn under_test() -> Backend`, `const UNDER_TEST: &str` and
 // `fn tol_floor() -> f32` (the least relative tolerance of a float check: 0 where the backend
-// must match candle exactly), then `include!`s this file; what only that backend has follows in its own file.
+// must match candle exactly), then `include!`s this file; what only that backend has follows in
+// its own file.
 
 use infer_backend_candle::CandleBackend;
 use infer_core::{AttentionOpts, Backend, BinaryOp, CmpOp, Conv1dParams, DType, ReduceOp, RopeLayout, Tensor, UnaryOp};

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""HF transformers (PyTorch, CPU or CUDA) counterpart of `infer bench --json`: one checkpoint, one thread count.
+"""HF transformers (PyTorch, CPU or CUDA) counterpart of `infer bench --json`: one checkpoint, one
+thread count.
 
     ~/.cache/infer/venvs/transformers/bin/python tools/bench/transformers_bench.py MODEL_DIR \
         [--threads 2] [--dtype bf16] [--prompt-tokens 128] [--gen-tokens 64] [--runs 3] [--device cuda]
@@ -24,8 +25,8 @@ What is timed, mirroring infer's GenerateMetrics (core/src/text/engine.rs):
 Everything runs under torch.inference_mode(). With `--device cuda` the model and ids live on the
 GPU, the prefill time ends at a `torch.cuda.synchronize()` (kernels are asynchronous there), each
 step's argmax reads the id back (infer reads the last position's logits back and picks on the host,
-a little more work per step) and gpu_peak_mb is torch's peak allocation. This is the raw forward loop (no generate(), no
-logits processors), the fastest way to drive transformers eagerly.
+a little more work per step) and gpu_peak_mb is torch's peak allocation. This is the raw forward
+loop (no generate(), no logits processors), the fastest way to drive transformers eagerly.
 """
 
 from __future__ import annotations
@@ -63,14 +64,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N")
     args = ap.parse_args()
+    if args.runs < 1 or args.prompt_tokens < 1 or args.gen_tokens < 2 or args.threads < 1:
+        ap.error("need --runs >= 1, --prompt-tokens >= 1, --gen-tokens >= 2, --threads >= 1")
     device = torch.device(args.device)
     cuda = device.type == "cuda"
 
     def sync() -> None:
         if cuda:
             torch.cuda.synchronize(device)
-    if args.runs < 1 or args.prompt_tokens < 1 or args.gen_tokens < 2 or args.threads < 1:
-        ap.error("need --runs >= 1, --prompt-tokens >= 1, --gen-tokens >= 2, --threads >= 1")
 
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
@@ -83,8 +84,8 @@ def main() -> None:
     weight_dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()})
     vocab = model.config.vocab_size
 
-    ids = [[min(1000, vocab // 2) + (i * 7) % 500 for i in range(args.prompt_tokens)]]
-    prompt = torch.tensor(ids, device=device)
+    prompt = torch.tensor([[min(1000, vocab // 2) + (i * 7) % 500 for i in range(args.prompt_tokens)]],
+                          device=device)
     prefill, decode, ttft = [], [], []
     first_run_ids = None
     with torch.inference_mode():

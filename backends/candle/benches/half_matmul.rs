@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::best;
+use common::{best, values};
 
 use candle_core::{DType, Device, Tensor};
 use infer_backend_candle::gemv::{self, Bf16Kernel};
@@ -26,16 +26,6 @@ const SHAPES: [(usize, usize); 2] = [(3072, 3072), (9216, 3072)];
 const SMALL_SHAPES: [(usize, usize); 3] = [(2048, 1024), (3072, 1024), (1024, 3072)];
 /// Weight bytes the streaming matvec cycles through (past a 105 MB L3).
 const STREAM_BYTES: usize = 512 << 20;
-
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 fn tensor(n: usize, k: usize, seed: u64, dtype: DType) -> Tensor {
     Tensor::from_vec(values(n * k, seed), (n, k), &Device::Cpu).unwrap().to_dtype(dtype).unwrap()

@@ -8,15 +8,11 @@ use std::time::Instant;
 use infer_backend_candle::CandleBackend;
 use infer_core::{AttentionOpts, DType, Tensor};
 
-fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+/// The benches' seeded inputs.
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use common::values as rand_vec;
 
 /// Median seconds per call of `f` over `iters` calls, after `warm` warm-up calls.
 fn time(warm: usize, iters: usize, mut f: impl FnMut()) -> f64 {

@@ -431,19 +431,7 @@ impl CustomOp1 for MaskedSoftmax {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
-
-    fn rand(shape: &[usize], seed: u64) -> Tensor {
-        let n: usize = shape.iter().product();
-        let mut s = seed;
-        let v: Vec<f32> = (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect();
-        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
-    }
+    use crate::bench_common::tensor as rand;
 
     /// The direct gemm call gives candle's matmul bit for bit, strided views included; the thin
     /// product (few rows) agrees to f32 rounding.

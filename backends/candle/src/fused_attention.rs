@@ -201,22 +201,9 @@ fn round_probs(row: &mut [f32], dtype: Option<C>) {
 
 #[cfg(test)]
 mod tests {
-    use candle_core::Device;
-
     use super::*;
     use crate::attention::attention_blocked;
-
-    fn rand(shape: &[usize], seed: u64) -> Tensor {
-        let n: usize = shape.iter().product();
-        let mut s = seed;
-        let v: Vec<f32> = (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect();
-        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
-    }
+    use crate::bench_common::tensor as rand;
 
     fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
         let d = (a - b).unwrap().abs().unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
