@@ -77,10 +77,28 @@ pub(super) unsafe fn q5_0_unsigned(blk: *const u8) -> __m256i {
     _mm256_or_si256(nibbles_32(blk.add(6)), fifth)
 }
 
-/// How far ahead of the block being read its row is prefetched, in bytes. A weight stream is
-/// read once: without prefetching, each cache miss stalls the arithmetic instead of overlapping
-/// with it. (A prefetch past the matrix's end is harmless: prefetches never fault.)
+/// How far ahead of the block being read its row is prefetched, in bytes (the one-row k-quant
+/// kernels). A weight stream is read once: without prefetching, each cache miss stalls the
+/// arithmetic instead of overlapping with it. (A prefetch past the matrix's end is harmless:
+/// prefetches never fault.)
 const PREFETCH: usize = 2048;
+
+/// Prefetches the slice of the next `group_bytes` (the rows after the group being read) that
+/// matches block `b`'s place in this group: `step` bytes (the group's bytes per block) from
+/// `w + group_bytes + b · step`, a line at a time. A group of R rows read block by block walks R
+/// places at once, R streams that the hardware prefetcher follows badly; this turns them into one
+/// sequential stream one group ahead, finishing the next group as this one ends. Measured on AMD
+/// Zen 3 (ggml_matvec, Q8_0 output matrix): 7.1 → 11 GB/s at 1 thread, 12.4 → 18 at 2, where a
+/// per-row prefetch 2 KB ahead gained nothing at any distance.
+#[inline(always)]
+unsafe fn prefetch_next_group(w: *const u8, group_bytes: usize, step: usize, b: usize) {
+    let p = w.add(group_bytes + b * step);
+    let mut off = 0;
+    while off < step {
+        _mm_prefetch::<_MM_HINT_T0>(p.add(off) as *const i8);
+        off += 64;
+    }
+}
 
 /// Dot products of `R` consecutive weight rows (32-value blocks of `$bytes` bytes, f16 scale
 /// first) with one activation row: the activation block is loaded once for all rows, and the
@@ -93,11 +111,11 @@ macro_rules! dot_rows_32 {
             let (xq, xd) = (x.q.as_ptr(), x.d.as_ptr());
             let mut acc = [_mm256_setzero_ps(); R];
             for b in 0..nb {
+                prefetch_next_group(w, R * row_bytes, R * $bytes, b);
                 let xv = _mm256_loadu_si256(xq.add(b * 32) as *const __m256i);
                 let dx = *xd.add(b);
                 for (r, acc) in acc.iter_mut().enumerate() {
                     let blk = w.add(r * row_bytes + b * $bytes);
-                    _mm_prefetch::<_MM_HINT_T0>(blk.add(PREFETCH) as *const i8);
                     let d = _mm256_set1_ps(f16_at(blk) * dx);
                     *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8($weights(blk), xv)), *acc);
                 }
@@ -126,6 +144,7 @@ pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); R];
     for b in 0..nb {
+        prefetch_next_group(w, R * row_bytes, R * 22, b);
         let xv = _mm256_loadu_si256(xq.add(b * 32) as *const __m256i);
         let dx = *xd.add(b);
         // 16 × the sum of each lane's four activations, so every lane holds Σ (q - 16) x of its
@@ -133,7 +152,6 @@ pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
         let offset = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(16), xv), ones);
         for (r, acc) in acc.iter_mut().enumerate() {
             let blk = w.add(r * row_bytes + b * 22);
-            _mm_prefetch::<_MM_HINT_T0>(blk.add(PREFETCH) as *const i8);
             let d = _mm256_set1_ps(f16_at(blk) * dx);
             let sum = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_0_unsigned(blk), xv), ones);
             *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset)), *acc);
