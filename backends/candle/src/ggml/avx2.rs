@@ -389,6 +389,7 @@ macro_rules! tile_32 {
             let nb = row_bytes / $bytes;
             let mut acc = [[_mm256_setzero_ps(); C]; R];
             for b in 0..nb {
+                prefetch_next_group(w, R * row_bytes, R * $bytes, b);
                 let mut xv = [_mm256_setzero_si256(); C];
                 let mut dx = [0f32; C];
                 for c in 0..C {
