@@ -59,10 +59,12 @@ pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, bf16: Bf16
         WeightRows::Bf16(v) if bf16_pairs => {
             run_rows(v, &xb, m, n, k, &mut out, |r, x| unsafe { dot_m_bf16_dp(r, x, m) })
         }
-        WeightRows::Bf16(v) => {
-            let fma = kernel >= Bf16Kernel::Avx2;
-            run(v, &xf, m, n, k, &mut out, |r, x| <bf16 as Row>::dot(r, x, fma))
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU supports avx2 and fma (`detected_bf16_kernel`).
+        WeightRows::Bf16(v) if kernel >= Bf16Kernel::Avx2 => {
+            run_rows(v, &xf, m, n, k, &mut out, |r, x| unsafe { dot_m_bf16_avx2(r, x, m) })
         }
+        WeightRows::Bf16(v) => run(v, &xf, m, n, k, &mut out, |r, x| <bf16 as Row>::dot(r, x, false)),
         WeightRows::F16(v) => run(v, &xf, m, n, k, &mut out, |r, x| <f16 as Row>::dot(r, x, fma)),
     }
     let y = Tensor::from_vec(out, (m, n), x.device())?;
@@ -361,6 +363,58 @@ unsafe fn dot_bf16_avx2(row: &[bf16], x: &[f32]) -> f32 {
     dot_body!(row, x, widen_bf16, madd_fused)
 }
 
+/// [`dot_bf16_avx2`] of one bf16 row with `M` rows of `xs` (`row.len()` values each): every 16
+/// weights are widened once for all M rows (one call per weight row instead of M), and each row
+/// keeps the one-row kernel's lanes, operations and final sum, so its result is the same bit for
+/// bit (a batch of sequences decodes as each would alone).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_rows_bf16_avx2<const M: usize>(row: &[bf16], xs: &[f32]) -> [f32; MAX_ROWS] {
+    use std::arch::x86_64::*;
+    let k = row.len();
+    assert!(xs.len() >= M * k, "{M} activation rows of {k}");
+    let (rp, xp) = (row.as_ptr() as *const u16, xs.as_ptr());
+    let widen = |p: *const u16| {
+        // bf16 -> f32: the 16 bits become the high half of the f32.
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i))))
+    };
+    let mut acc = [[_mm256_setzero_ps(); 2]; M];
+    let body = k / 16 * 16;
+    for i in (0..body).step_by(16) {
+        // SAFETY: i + 16 <= k values of the row and of each activation row.
+        let (lo, hi) = (widen(rp.add(i)), widen(rp.add(i + 8)));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let x = xp.add(r * k + i);
+            acc[0] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x), acc[0]);
+            acc[1] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x.add(8)), acc[1]);
+        }
+    }
+    let mut out = [0f32; MAX_ROWS];
+    for (r, (o, acc)) in out.iter_mut().zip(acc).enumerate() {
+        let mut lanes = [0f32; 16];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), acc[0]);
+        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), acc[1]);
+        let mut s = 0f32;
+        for (w, x) in row[body..].iter().zip(&xs[r * k + body..(r + 1) * k]) {
+            s = madd_fused(widen_bf16(*w), *x, s);
+        }
+        *o = lanes.iter().sum::<f32>() + s;
+    }
+    out
+}
+
+/// [`dot_rows_bf16_avx2`] for `m` (1..=MAX_ROWS) rows of `xs`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_m_bf16_avx2(row: &[bf16], xs: &[f32], m: usize) -> [f32; MAX_ROWS] {
+    match m {
+        1 => dot_rows_bf16_avx2::<1>(row, xs),
+        2 => dot_rows_bf16_avx2::<2>(row, xs),
+        3 => dot_rows_bf16_avx2::<3>(row, xs),
+        _ => dot_rows_bf16_avx2::<MAX_ROWS>(row, xs),
+    }
+}
+
 impl Row for f32 {
     #[inline]
     fn dot(row: &[f32], x: &[f32], fma: bool) -> f32 {
@@ -498,6 +552,28 @@ mod tests {
         // Which paths this CPU could check (the others need a CPU that has them).
         eprintln!("bf16 kernels checked: {ran:?}; selected: {:?}", bf16_kernel());
         assert!(ran.contains(&bf16_kernel()));
+    }
+
+    /// The AVX2 bf16 kernel for 1..=4 activation rows gives each row exactly its one-row dot
+    /// (same lanes, same order), for lengths on and off its 16-value step.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_bf16_rows_equal_one_row_dots() {
+        if !has_fma() {
+            return;
+        }
+        for k in [1, 15, 16, 17, 333, 1024] {
+            let row: Vec<bf16> = values(k, 11).into_iter().map(bf16::from_f32).collect();
+            let xs = values(MAX_ROWS * k, 12);
+            for m in 1..=MAX_ROWS {
+                // SAFETY: the CPU supports avx2 and fma (checked above).
+                let got = unsafe { dot_m_bf16_avx2(&row, &xs[..m * k], m) };
+                for (i, g) in got.iter().enumerate().take(m) {
+                    let want = unsafe { dot_bf16_avx2(&row, &xs[i * k..(i + 1) * k]) };
+                    assert_eq!(g.to_bits(), want.to_bits(), "k {k} m {m} row {i}: {g} vs {want}");
+                }
+            }
+        }
     }
 
     /// The op-level entry with each kernel forced (a kernel the CPU lacks falls back to the best
