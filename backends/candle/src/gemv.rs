@@ -177,7 +177,7 @@ fn has_avx512bf16() -> bool {
     }
 }
 
-/// How far ahead (in bf16 values, 2 KB) the `vdpbf16ps` kernel prefetches the weight stream.
+/// How far ahead (in bf16 values, 2 KB) the bf16 kernels prefetch the weight stream.
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_BF16: usize = 1024;
 
@@ -381,6 +381,9 @@ unsafe fn dot_rows_bf16_avx2<const M: usize>(row: &[bf16], xs: &[f32]) -> [f32; 
     let mut acc = [[_mm256_setzero_ps(); 2]; M];
     let body = k / 16 * 16;
     for i in (0..body).step_by(16) {
+        // The weight stream 2 KB ahead (a prefetch never faults, past the row's end included):
+        // on AMD Zen 3 this row-at-a-time stream went 8.8-9.3 -> 11.8 GB/s on one thread.
+        _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(i + PREFETCH_BF16) as *const i8);
         // SAFETY: i + 16 <= k values of the row and of each activation row.
         let (lo, hi) = (widen(rp.add(i)), widen(rp.add(i + 8)));
         for (r, acc) in acc.iter_mut().enumerate() {

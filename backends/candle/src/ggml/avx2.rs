@@ -88,7 +88,7 @@ const PREFETCH: usize = 2048;
 /// `w + group_bytes + b · step`, a line at a time. A group of R rows read block by block walks R
 /// places at once, R streams that the hardware prefetcher follows badly; this turns them into one
 /// sequential stream one group ahead, finishing the next group as this one ends. Measured on AMD
-/// Zen 3 (ggml_matvec, Q8_0 output matrix): 7.1 → 11 GB/s at 1 thread, 12.4 → 18 at 2, where a
+/// Zen 3 (ggml_matvec, Q8_0 output matrix): 7.1 → 11.3 GB/s at 1 thread, 12.4 → 19 at 2, where a
 /// per-row prefetch 2 KB ahead gained nothing at any distance.
 #[inline(always)]
 unsafe fn prefetch_next_group(w: *const u8, group_bytes: usize, step: usize, b: usize) {
