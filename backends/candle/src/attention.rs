@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType as C, Layout, Result, Shape, Tensor};
 
+use crate::gemv::Widen;
 use crate::out_ptr::OutPtr;
 use crate::thin_product::{self, View};
 
@@ -117,15 +118,21 @@ fn attention_with(
         Some(d) => &q.to_dtype(d)?,
         None => q,
     };
-    let (qf, kf, vf) = (to_f32(q)?, matmul_ready(to_f32(k)?)?, matmul_ready(to_f32(v)?)?);
     let p = AttnParams { probs_dtype: cache_dtype, ..p };
     // The fused op for prompts the op-by-op path would cut into several blocks (where the
     // serial work it removes is large). Its gemm calls split the keys differently, so sums
     // differ in the last bits: gguf_parity's 1531-token Gemma 3 prompt moves the worst
     // near-tie gap 0.214 -> 0.267 (agreement unchanged). Short prompts and decode, where the gain
     // is small, keep the op-by-op path's exact numbers.
-    let fused = b * hq * tq * tk > BLOCK_ELEMS;
-    if mask.is_none() && block_elems.is_none() && fused {
+    let fused = mask.is_none() && block_elems.is_none() && b * hq * tq * tk > BLOCK_ELEMS;
+    // A half-precision cache stays as stored where every block's products are thin ones (decode:
+    // the query heads of one KV head), which read it in place with the f32 arithmetic of its
+    // widened copy (same bits). Widening the whole cache view on every step cost more than the
+    // attention itself: Qwen2.5 0.5B decode at 2048 tokens ran at half the f32 cache's speed.
+    let in_place = cache_dtype.is_some() && !fused && (hq / hkv) * tq <= thin_product::MAX_ROWS;
+    let widen = |t: &Tensor| if in_place { Ok(t.clone()) } else { to_f32(t) };
+    let (qf, kf, vf) = (to_f32(q)?, matmul_ready(widen(k)?)?, matmul_ready(widen(v)?)?);
+    if fused {
         let out = crate::fused_attention::attend(&qf.contiguous()?, &kf, &vf, p)?;
         return if out.dtype() != out_dtype { out.to_dtype(out_dtype) } else { Ok(out) };
     }
@@ -293,7 +300,19 @@ impl CustomOp2 for Bmm {
     }
 
     fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(a), CpuStorage::F32(b)) = (s1, s2) else { candle_core::bail!("bmm wants f32 operands") };
+        let CpuStorage::F32(a) = s1 else { candle_core::bail!("bmm wants an f32 left operand") };
+        match s2 {
+            CpuStorage::F32(b) => bmm_cpu(a, l1, b, l2),
+            CpuStorage::F16(b) => bmm_cpu(a, l1, b, l2),
+            CpuStorage::BF16(b) => bmm_cpu(a, l1, b, l2),
+            _ => candle_core::bail!("bmm wants an f32, f16 or bf16 right operand"),
+        }
+    }
+}
+
+/// [`Bmm`] with the right operand in f32 or as a half-precision cache is stored.
+fn bmm_cpu<T: Widen>(a: &[f32], l1: &Layout, b: &[T], l2: &Layout) -> Result<(CpuStorage, Shape)> {
+    {
         let (&[b0, b1, m, k], &[c0, c1, k2, n]) = (l1.dims(), l2.dims()) else {
             candle_core::bail!("bmm wants rank-4 operands, got {:?} and {:?}", l1.dims(), l2.dims())
         };
@@ -311,11 +330,30 @@ impl CustomOp2 for Bmm {
                     let d = &mut dst[(i * b1 + j) * m * n..];
                     let va = View { data: &a[ao..], row_stride: sa[2], col_stride: sa[3] };
                     let vb = View { data: &b[bo..], row_stride: sb[2], col_stride: sb[3] };
-                    product(m, n, k, va, vb, d, par);
+                    product_widened(m, n, k, va, vb, d, par);
                 }
             }
         }
         Ok((CpuStorage::F32(dst), Shape::from((b0, b1, m, n))))
+    }
+}
+
+/// [`product`] with `b` in any [`Widen`] type: the thin product reads it in place; gemm gets an
+/// f32 copy of the (k × n) view (not reached from `attention`, which widens a cache its
+/// products cannot read in place).
+fn product_widened<T: Widen>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: View,
+    b: View<T>,
+    dst: &mut [f32],
+    par: gemm::Parallelism,
+) {
+    if m * n == 0 || k == 0 || !thin_product::try_product(m, n, k, a, b, &mut dst[..m * n]) {
+        let wide: Vec<f32> =
+            (0..k * n).map(|i| b.data[(i / n) * b.row_stride + (i % n) * b.col_stride].widen()).collect();
+        product(m, n, k, a, View { data: &wide, row_stride: n, col_stride: 1 }, dst, par);
     }
 }
 

@@ -263,6 +263,160 @@ pub fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]) {
     axpy_body(a, x, y, madd_plain)
 }
 
+/// Values a KV cache may hold, dotted and accumulated straight from the cache after an exact
+/// widening to f32, with [`dot_f32`]'s lanes and operations and [`axpy_f32`]'s: a half-precision
+/// cache read in place gives the same bits as its f32 copy would, without making that copy.
+pub trait Widen: Copy + Send + Sync + 'static {
+    /// `row · x` as [`dot_f32`] of the widened row.
+    fn dot_widened(row: &[Self], x: &[f32]) -> f32;
+    /// `y += a · x` as [`axpy_f32`] of the widened `x`.
+    fn axpy_widened(a: f32, x: &[Self], y: &mut [f32]);
+    fn widen(self) -> f32;
+}
+
+impl Widen for f32 {
+    fn dot_widened(row: &[f32], x: &[f32]) -> f32 {
+        dot_f32(row, x)
+    }
+    fn axpy_widened(a: f32, x: &[f32], y: &mut [f32]) {
+        axpy_f32(a, x, y)
+    }
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+/// [`dot_f32`]'s AVX2 arithmetic on half-precision values widened 8 at a time by `$widen8`
+/// (a pointer to 8 values -> __m256): 16 lanes (element i in lane i % 16), the lanes summed in
+/// order, then the tail's sequential multiply-adds.
+#[cfg(target_arch = "x86_64")]
+macro_rules! lane16_dot {
+    ($row:expr, $x:expr, $widen8:expr) => {{
+        use std::arch::x86_64::*;
+        let (row, x) = ($row, $x);
+        let n = row.len().min(x.len());
+        let body = n / 16 * 16;
+        let (rp, xp) = (row.as_ptr(), x.as_ptr());
+        let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        for i in (0..body).step_by(16) {
+            // SAFETY: i + 16 <= n values of both slices.
+            lo = _mm256_fmadd_ps($widen8(rp.add(i)), _mm256_loadu_ps(xp.add(i)), lo);
+            hi = _mm256_fmadd_ps($widen8(rp.add(i + 8)), _mm256_loadu_ps(xp.add(i + 8)), hi);
+        }
+        let mut lanes = [0f32; 16];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), lo);
+        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), hi);
+        let mut s = 0f32;
+        for (r, xv) in row[body..n].iter().zip(&x[body..n]) {
+            s = madd_fused(r.widen(), *xv, s);
+        }
+        lanes.iter().sum::<f32>() + s
+    }};
+}
+
+/// [`axpy_f32`]'s AVX2 arithmetic (one multiply-add per element) on values widened 8 at a time.
+#[cfg(target_arch = "x86_64")]
+macro_rules! widened_axpy {
+    ($a:expr, $x:expr, $y:expr, $widen8:expr) => {{
+        use std::arch::x86_64::*;
+        let (a, x, y) = ($a, $x, $y);
+        let n = y.len().min(x.len());
+        let body = n / 8 * 8;
+        let (xp, yp, av) = (x.as_ptr(), y.as_mut_ptr(), _mm256_set1_ps(a));
+        for i in (0..body).step_by(8) {
+            // SAFETY: i + 8 <= n values of both slices.
+            _mm256_storeu_ps(yp.add(i), _mm256_fmadd_ps(av, $widen8(xp.add(i)), _mm256_loadu_ps(yp.add(i))));
+        }
+        for (y, x) in y[body..n].iter_mut().zip(&x[body..n]) {
+            *y = madd_fused(a, x.widen(), *y);
+        }
+    }};
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn widen8_f16(p: *const f16) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn widen8_bf16(p: *const bf16) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i))))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_widened_f16(row: &[f16], x: &[f32]) -> f32 {
+    lane16_dot!(row, x, |p| widen8_f16(p))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn axpy_widened_f16(a: f32, x: &[f16], y: &mut [f32]) {
+    widened_axpy!(a, x, y, |p| widen8_f16(p))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_widened_bf16(row: &[bf16], x: &[f32]) -> f32 {
+    lane16_dot!(row, x, |p| widen8_bf16(p))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn axpy_widened_bf16(a: f32, x: &[bf16], y: &mut [f32]) {
+    widened_axpy!(a, x, y, |p| widen8_bf16(p))
+}
+
+impl Widen for f16 {
+    fn dot_widened(row: &[f16], x: &[f32]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if has_fma() && has_f16c() {
+            // SAFETY: the CPU supports avx2, fma and f16c (checked at run time).
+            return unsafe { dot_widened_f16(row, x) };
+        }
+        let n = row.len().min(x.len());
+        dot_f32(&row[..n].iter().map(|h| h.to_f32()).collect::<Vec<_>>(), &x[..n])
+    }
+    fn axpy_widened(a: f32, x: &[f16], y: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if has_fma() && has_f16c() {
+            // SAFETY: as above.
+            return unsafe { axpy_widened_f16(a, x, y) };
+        }
+        axpy_f32(a, &x.iter().map(|h| h.to_f32()).collect::<Vec<_>>(), y)
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+impl Widen for bf16 {
+    fn dot_widened(row: &[bf16], x: &[f32]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if has_fma() {
+            // SAFETY: the CPU supports avx2 and fma (checked at run time).
+            return unsafe { dot_widened_bf16(row, x) };
+        }
+        let n = row.len().min(x.len());
+        dot_f32(&row[..n].iter().map(|h| h.to_f32()).collect::<Vec<_>>(), &x[..n])
+    }
+    fn axpy_widened(a: f32, x: &[bf16], y: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if has_fma() {
+            // SAFETY: as above.
+            return unsafe { axpy_widened_bf16(a, x, y) };
+        }
+        axpy_f32(a, &x.iter().map(|h| h.to_f32()).collect::<Vec<_>>(), y)
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
 /// `y += Σ a[q] · x[q]` over four rows at once: `y` is loaded and stored once per four rows,
 /// so the loop runs at the FMA rate instead of the store rate (AVX2 + FMA where the CPU has it).
 pub fn axpy4_f32(a: [f32; 4], x: [&[f32]; 4], y: &mut [f32]) {

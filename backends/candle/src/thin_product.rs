@@ -2,29 +2,37 @@
 //! KV head (one row each) against the cache, `q @ kᵀ` then `p @ v`. gemm packs the right operand
 //! (the whole cache view) on every call, which at decode costs several times the arithmetic;
 //! here the cache is read in place: keys as contiguous rows dotted with each query, values as
-//! contiguous rows accumulated into each output row.
+//! contiguous rows accumulated into each output row. The right operand may be a half-precision
+//! cache, read as it is stored (see [`Widen`]).
 
-use crate::gemv;
+use crate::gemv::Widen;
 
 /// Largest number of left rows handled here.
 pub const MAX_ROWS: usize = 16;
 
-/// A strided f32 matrix view: element (r, c) at `data[r * row_stride + c * col_stride]`.
-#[derive(Clone, Copy)]
-pub struct View<'a> {
-    pub data: &'a [f32],
+/// A strided matrix view (f32 unless said): element (r, c) at
+/// `data[r * row_stride + c * col_stride]`.
+pub struct View<'a, T = f32> {
+    pub data: &'a [T],
     pub row_stride: usize,
     pub col_stride: usize,
 }
 
-impl View<'_> {
+impl<T> Clone for View<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for View<'_, T> {}
+
+impl<T> View<'_, T> {
     /// Row `r`'s first `len` elements when they are contiguous.
-    fn row(&self, r: usize, len: usize) -> &[f32] {
+    fn row(&self, r: usize, len: usize) -> &[T] {
         &self.data[r * self.row_stride..r * self.row_stride + len]
     }
 
     /// Column `c`'s first `len` elements when they are contiguous (`row_stride == 1`).
-    fn col(&self, c: usize, len: usize) -> &[f32] {
+    fn col(&self, c: usize, len: usize) -> &[T] {
         &self.data[c * self.col_stride..c * self.col_stride + len]
     }
 }
@@ -32,7 +40,7 @@ impl View<'_> {
 /// `dst (m × n, row-major) = a (m × k) @ b (k × n)` when `a`'s rows are contiguous and `b` has a
 /// unit stride in either direction; `false` (nothing written) otherwise, or when `m` exceeds
 /// [`MAX_ROWS`]. The views must hold every element the shapes imply.
-pub fn try_product(m: usize, n: usize, k: usize, a: View, b: View, dst: &mut [f32]) -> bool {
+pub fn try_product<T: Widen>(m: usize, n: usize, k: usize, a: View, b: View<T>, dst: &mut [f32]) -> bool {
     if m > MAX_ROWS || (a.col_stride != 1 && k > 1) {
         return false;
     }
@@ -42,7 +50,7 @@ pub fn try_product(m: usize, n: usize, k: usize, a: View, b: View, dst: &mut [f3
         for j in 0..n {
             let col = b.col(j, k);
             for i in 0..m {
-                dst[i * n + j] = gemv::dot_f32(col, a.row(i, k));
+                dst[i * n + j] = T::dot_widened(col, a.row(i, k));
             }
         }
         true
@@ -52,7 +60,7 @@ pub fn try_product(m: usize, n: usize, k: usize, a: View, b: View, dst: &mut [f3
             out.fill(0.0);
             let coefs = a.row(i, k);
             for (kk, &c) in coefs.iter().enumerate() {
-                gemv::axpy_f32(c, b.row(kk, n), out);
+                T::axpy_widened(c, b.row(kk, n), out);
             }
         }
         true
@@ -103,6 +111,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A half-precision b read in place gives exactly the bits of its f32 copy, in both layouts
+    /// (the decode attention of an f16 / bf16 KV cache), for lengths on and off the kernels' steps.
+    #[test]
+    fn half_operands_equal_their_f32_copies() {
+        use half::{bf16, f16};
+        fn check<T: Widen>(from: fn(f32) -> T) {
+            for (m, n, k) in [(1, 7, 5), (4, 33, 256), (7, 64, 19), (16, 3, 64), (2, 1, 1), (3, 17, 40)] {
+                let a_data = values(m * k, 1);
+                let a = View { data: &a_data, row_stride: k, col_stride: 1 };
+                let kt_half: Vec<T> = values(n * (k + 3), 2).into_iter().map(from).collect();
+                let v_half: Vec<T> = values(k * (n + 5), 3).into_iter().map(from).collect();
+                let (kt_f32, v_f32): (Vec<f32>, Vec<f32>) =
+                    (kt_half.iter().map(|h| h.widen()).collect(), v_half.iter().map(|h| h.widen()).collect());
+                let layouts = [(1, k + 3, &kt_half, &kt_f32), (n + 5, 1, &v_half, &v_f32)];
+                for (row_stride, col_stride, half, wide) in layouts {
+                    let (mut got, mut want) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+                    assert!(try_product(m, n, k, a, View { data: half, row_stride, col_stride }, &mut got));
+                    assert!(try_product(m, n, k, a, View { data: wide, row_stride, col_stride }, &mut want));
+                    for (g, w) in got.iter().zip(&want) {
+                        assert_eq!(g.to_bits(), w.to_bits(), "{m}x{n}x{k}: {g} vs {w}");
+                    }
+                }
+            }
+        }
+        check(f16::from_f32);
+        check(bf16::from_f32);
     }
 
     #[test]
