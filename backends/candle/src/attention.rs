@@ -312,30 +312,28 @@ impl CustomOp2 for Bmm {
 
 /// [`Bmm`] with the right operand in f32 or as a half-precision cache is stored.
 fn bmm_cpu<T: Widen>(a: &[f32], l1: &Layout, b: &[T], l2: &Layout) -> Result<(CpuStorage, Shape)> {
-    {
-        let (&[b0, b1, m, k], &[c0, c1, k2, n]) = (l1.dims(), l2.dims()) else {
-            candle_core::bail!("bmm wants rank-4 operands, got {:?} and {:?}", l1.dims(), l2.dims())
-        };
-        if (b0, b1, k) != (c0, c1, k2) {
-            candle_core::bail!("bmm of {:?} and {:?}", l1.dims(), l2.dims());
-        }
-        let (sa, sb) = (l1.stride(), l2.stride());
-        let mut dst = vec![0f32; b0 * b1 * m * n];
-        if m * n > 0 && k > 0 {
-            let par = gemm_parallelism();
-            for i in 0..b0 {
-                for j in 0..b1 {
-                    let ao = l1.start_offset() + i * sa[0] + j * sa[1];
-                    let bo = l2.start_offset() + i * sb[0] + j * sb[1];
-                    let d = &mut dst[(i * b1 + j) * m * n..];
-                    let va = View { data: &a[ao..], row_stride: sa[2], col_stride: sa[3] };
-                    let vb = View { data: &b[bo..], row_stride: sb[2], col_stride: sb[3] };
-                    product_widened(m, n, k, va, vb, d, par);
-                }
+    let (&[b0, b1, m, k], &[c0, c1, k2, n]) = (l1.dims(), l2.dims()) else {
+        candle_core::bail!("bmm wants rank-4 operands, got {:?} and {:?}", l1.dims(), l2.dims())
+    };
+    if (b0, b1, k) != (c0, c1, k2) {
+        candle_core::bail!("bmm of {:?} and {:?}", l1.dims(), l2.dims());
+    }
+    let (sa, sb) = (l1.stride(), l2.stride());
+    let mut dst = vec![0f32; b0 * b1 * m * n];
+    if m * n > 0 && k > 0 {
+        let par = gemm_parallelism();
+        for i in 0..b0 {
+            for j in 0..b1 {
+                let ao = l1.start_offset() + i * sa[0] + j * sa[1];
+                let bo = l2.start_offset() + i * sb[0] + j * sb[1];
+                let d = &mut dst[(i * b1 + j) * m * n..];
+                let va = View { data: &a[ao..], row_stride: sa[2], col_stride: sa[3] };
+                let vb = View { data: &b[bo..], row_stride: sb[2], col_stride: sb[3] };
+                product_widened(m, n, k, va, vb, d, par);
             }
         }
-        Ok((CpuStorage::F32(dst), Shape::from((b0, b1, m, n))))
     }
+    Ok((CpuStorage::F32(dst), Shape::from((b0, b1, m, n))))
 }
 
 /// [`product`] with `b` in any [`Widen`] type: the thin product reads it in place; gemm gets an
@@ -350,7 +348,10 @@ fn product_widened<T: Widen>(
     dst: &mut [f32],
     par: gemm::Parallelism,
 ) {
-    if m * n == 0 || k == 0 || !thin_product::try_product(m, n, k, a, b, &mut dst[..m * n]) {
+    let dst = &mut dst[..m * n];
+    if m * n == 0 || k == 0 {
+        dst.fill(0.0);
+    } else if !thin_product::try_product(m, n, k, a, b, dst) {
         let wide: Vec<f32> =
             (0..k * n).map(|i| b.data[(i / n) * b.row_stride + (i % n) * b.col_stride].widen()).collect();
         product(m, n, k, a, View { data: &wide, row_stride: n, col_stride: 1 }, dst, par);
@@ -497,6 +498,27 @@ mod tests {
             } else {
                 assert!(max_diff(&scores, &want_scores) < 1e-5);
                 assert!(max_diff(&out, &want_out) < 1e-5);
+            }
+        }
+    }
+
+    /// A half-precision right operand (an f16 / bf16 cache) gives the bits of its f32 copy, on
+    /// the thin path (read in place) and the gemm one (widened first).
+    #[test]
+    fn bmm_of_half_operands_equals_their_f32_copies() {
+        let bits = |t: &Tensor| {
+            t.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        for dtype in [C::F16, C::BF16] {
+            let kv = rand(&[2, 3, 40, 16], 6).to_dtype(dtype).unwrap();
+            let k = kv.narrow(2, 4, 29).unwrap();
+            let kf = k.to_dtype(C::F32).unwrap();
+            for rows in [5, thin_product::MAX_ROWS + 3] {
+                let q = rand(&[2, 3, rows, 16], 5);
+                let p = rand(&[2, 3, rows, 29], 7);
+                let scores = bmm(&q, &k.t().unwrap()).unwrap();
+                assert_eq!(bits(&scores), bits(&bmm(&q, &kf.t().unwrap()).unwrap()), "{dtype:?} {rows} rows");
+                assert_eq!(bits(&bmm(&p, &k).unwrap()), bits(&bmm(&p, &kf).unwrap()), "{dtype:?} {rows} rows");
             }
         }
     }
