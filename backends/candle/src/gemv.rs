@@ -371,52 +371,6 @@ unsafe fn axpy_widened_bf16(a: f32, x: &[bf16], y: &mut [f32]) {
     widened_axpy!(a, x, y, |p| widen8_bf16(p))
 }
 
-impl Widen for f16 {
-    fn dot_widened(row: &[f16], x: &[f32]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if has_fma() && has_f16c() {
-            // SAFETY: the CPU supports avx2, fma and f16c (checked at run time).
-            return unsafe { dot_widened_f16(row, x) };
-        }
-        let n = row.len().min(x.len());
-        dot_f32(&row[..n].iter().map(|h| h.to_f32()).collect::<Vec<_>>(), &x[..n])
-    }
-    fn axpy_widened(a: f32, x: &[f16], y: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if has_fma() && has_f16c() {
-            // SAFETY: as above.
-            return unsafe { axpy_widened_f16(a, x, y) };
-        }
-        axpy_f32(a, &x.iter().map(|h| h.to_f32()).collect::<Vec<_>>(), y)
-    }
-    fn widen(self) -> f32 {
-        self.to_f32()
-    }
-}
-
-impl Widen for bf16 {
-    fn dot_widened(row: &[bf16], x: &[f32]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if has_fma() {
-            // SAFETY: the CPU supports avx2 and fma (checked at run time).
-            return unsafe { dot_widened_bf16(row, x) };
-        }
-        let n = row.len().min(x.len());
-        dot_f32(&row[..n].iter().map(|h| h.to_f32()).collect::<Vec<_>>(), &x[..n])
-    }
-    fn axpy_widened(a: f32, x: &[bf16], y: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if has_fma() {
-            // SAFETY: as above.
-            return unsafe { axpy_widened_bf16(a, x, y) };
-        }
-        axpy_f32(a, &x.iter().map(|h| h.to_f32()).collect::<Vec<_>>(), y)
-    }
-    fn widen(self) -> f32 {
-        self.to_f32()
-    }
-}
-
 /// `y += Σ a[q] · x[q]` over four rows at once: `y` is loaded and stored once per four rows,
 /// so the loop runs at the FMA rate instead of the store rate (AVX2 + FMA where the CPU has it).
 pub fn axpy4_f32(a: [f32; 4], x: [&[f32]; 4], y: &mut [f32]) {
@@ -489,6 +443,59 @@ macro_rules! dot_body {
         acc.iter().sum::<f32>() + s
     }};
 }
+
+/// [`dot_f32`]'s and [`axpy_f32`]'s AVX2 + FMA arithmetic on values widened one by one (the
+/// half types' kernels without their vector widening: f16 on a CPU without F16C).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_widened_fma<T: Widen>(row: &[T], x: &[f32]) -> f32 {
+    dot_body!(row, x, |h: T| h.widen(), madd_fused)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn axpy_widened_fma<T: Widen>(a: f32, x: &[T], y: &mut [f32]) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y = madd_fused(a, x.widen(), *y);
+    }
+}
+
+/// The half types' [`Widen`] methods: their AVX2 kernels where the CPU has them (`$vector`:
+/// also F16C for f16), else [`dot_f32`]'s and [`axpy_f32`]'s own arithmetic on values widened
+/// one by one (FMA or plain, as those take it), with no copy of the row.
+macro_rules! widen_half {
+    ($t:ty, $vector:expr, $dot:ident, $axpy:ident) => {
+        impl Widen for $t {
+            fn dot_widened(row: &[$t], x: &[f32]) -> f32 {
+                let n = row.len().min(x.len());
+                let (row, x) = (&row[..n], &x[..n]);
+                #[cfg(target_arch = "x86_64")]
+                if has_fma() {
+                    // SAFETY (both): the CPU supports avx2 and fma, and f16c where `$vector`
+                    // says so (checked at run time).
+                    return if $vector { unsafe { $dot(row, x) } } else { unsafe { dot_widened_fma(row, x) } };
+                }
+                dot_body!(row, x, |h: $t| h.to_f32(), madd_plain)
+            }
+            fn axpy_widened(a: f32, x: &[$t], y: &mut [f32]) {
+                #[cfg(target_arch = "x86_64")]
+                if has_fma() {
+                    // SAFETY: as above.
+                    return if $vector { unsafe { $axpy(a, x, y) } } else { unsafe { axpy_widened_fma(a, x, y) } };
+                }
+                for (y, x) in y.iter_mut().zip(x) {
+                    *y = madd_plain(a, x.to_f32(), *y);
+                }
+            }
+            fn widen(self) -> f32 {
+                self.to_f32()
+            }
+        }
+    };
+}
+
+widen_half!(f16, has_f16c(), dot_widened_f16, axpy_widened_f16);
+widen_half!(bf16, true, dot_widened_bf16, axpy_widened_bf16);
 
 #[inline(always)]
 fn madd_plain(a: f32, b: f32, c: f32) -> f32 {
@@ -730,6 +737,34 @@ mod tests {
                     assert_eq!(g.to_bits(), want.to_bits(), "k {k} m {m} row {i}: {g} vs {want}");
                 }
             }
+        }
+    }
+
+    /// The half types' fallbacks (FMA without the vector widening; no FMA at all) give the bits of
+    /// the f32 kernels on the widened values, as the vector kernels do (thin_product tests those).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn widened_fallbacks_equal_the_f32_kernels() {
+        if !has_fma() {
+            return;
+        }
+        for k in [1, 15, 16, 17, 64, 333] {
+            let x = values(k, 21);
+            let y0 = values(k, 22);
+            let row: Vec<f16> = values(k, 23).into_iter().map(f16::from_f32).collect();
+            let wide: Vec<f32> = row.iter().map(|h| h.to_f32()).collect();
+            // SAFETY (all): the CPU supports avx2 and fma (checked above).
+            let got = unsafe { dot_widened_fma(&row, &x) };
+            assert_eq!(got.to_bits(), unsafe { dot_f32_avx2(&wide, &x) }.to_bits(), "fma dot, k {k}");
+            let plain = dot_body!(&row[..], &x[..], |h: f16| h.to_f32(), madd_plain);
+            assert_eq!(plain.to_bits(), <f32 as Row>::dot(&wide, &x, false).to_bits(), "plain dot, k {k}");
+            let (mut got, mut want) = (y0.clone(), y0.clone());
+            unsafe { axpy_widened_fma(0.37, &row, &mut got) };
+            unsafe { axpy_f32_avx2(0.37, &wide, &mut want) };
+            assert_eq!(
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
         }
     }
 
