@@ -340,6 +340,7 @@ unsafe fn widen8_f16(p: *const f16) -> std::arch::x86_64::__m256 {
     _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
 }
 
+/// bf16 -> f32 of 8 values at `p`: the 16 bits become the high half of the f32.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn widen8_bf16(p: *const bf16) -> std::arch::x86_64::__m256 {
@@ -362,7 +363,8 @@ unsafe fn axpy_widened_f16(a: f32, x: &[f16], y: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dot_widened_bf16(row: &[bf16], x: &[f32]) -> f32 {
-    lane16_dot!(row, x, |p| widen8_bf16(p))
+    // The decode matvec's one-row kernel: the same lanes and order as `lane16_dot`.
+    dot_rows_bf16_avx2::<1>(row, x)[0]
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -534,11 +536,7 @@ unsafe fn dot_rows_bf16_avx2<const M: usize>(row: &[bf16], xs: &[f32]) -> [f32; 
     use std::arch::x86_64::*;
     let k = row.len();
     assert!(xs.len() >= M * k, "{M} activation rows of {k}");
-    let (rp, xp) = (row.as_ptr() as *const u16, xs.as_ptr());
-    let widen = |p: *const u16| {
-        // bf16 -> f32: the 16 bits become the high half of the f32.
-        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i))))
-    };
+    let (rp, xp) = (row.as_ptr(), xs.as_ptr());
     let mut acc = [[_mm256_setzero_ps(); 2]; M];
     let body = k / 16 * 16;
     for i in (0..body).step_by(16) {
@@ -546,7 +544,7 @@ unsafe fn dot_rows_bf16_avx2<const M: usize>(row: &[bf16], xs: &[f32]) -> [f32; 
         // on AMD Zen 3 this row-at-a-time stream went 8.8-9.3 -> 11.8 GB/s on one thread.
         _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(i + PREFETCH_BF16) as *const i8);
         // SAFETY: i + 16 <= k values of the row and of each activation row.
-        let (lo, hi) = (widen(rp.add(i)), widen(rp.add(i + 8)));
+        let (lo, hi) = (widen8_bf16(rp.add(i)), widen8_bf16(rp.add(i + 8)));
         for (r, acc) in acc.iter_mut().enumerate() {
             let x = xp.add(r * k + i);
             acc[0] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x), acc[0]);
