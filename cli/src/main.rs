@@ -27,6 +27,11 @@ struct Cli {
     /// (`infer --config FILE run ...`): `serve --config` is the server's.
     #[arg(long, env = "INFER_CONFIG")]
     config: Option<PathBuf>,
+    /// CPU threads for the compute backends (candle, libtorch). Default: every core, or
+    /// $CANDLE_NUM_THREADS / $RAYON_NUM_THREADS / $INFER_TCH_THREADS where set; this flag
+    /// overrides them.
+    #[arg(long, global = true)]
+    threads: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
@@ -84,6 +89,15 @@ impl Command {
     }
 }
 
+/// Every backend reads its thread count from the environment when its pool starts (plugin
+/// libraries carry their own copy of candle, so an in-process setter would miss them): set the
+/// variables each reads, before any pool or plugin exists.
+fn set_thread_count(n: usize) {
+    for var in ["CANDLE_NUM_THREADS", "RAYON_NUM_THREADS", "INFER_TCH_THREADS"] {
+        std::env::set_var(var, n.to_string());
+    }
+}
+
 fn main() -> ExitCode {
     // Die quietly on a closed pipe (`infer plugins | head`) as other command-line tools do,
     // instead of panicking in println!.
@@ -108,6 +122,10 @@ fn main() -> ExitCode {
         allocator::keep_freed_memory_for_reuse();
     }
     let result = (|| {
+        if let Some(n) = cli.threads {
+            anyhow::ensure!(n > 0, "--threads 0: expected at least one thread");
+            set_thread_count(n);
+        }
         let registry = infer_core::Registry::discover_for(cli.config.as_deref(), cli.command.backend_need())?;
         match cli.command {
             Command::Run(args) => commands::run::run(&registry, args),

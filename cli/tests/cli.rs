@@ -304,6 +304,26 @@ fn bad_requests_give_one_line_errors() {
     assert_clean_error(&["run", "-m", m], &["--prompt"]);
 }
 
+/// `--threads` (before or after the command) sets the backends' thread count, which the bench
+/// result reports; 0 is refused.
+#[test]
+fn threads_flag_sets_the_backend_thread_count() {
+    let dir = fixture("qwen3/gqa");
+    let m = dir.to_str().unwrap();
+    for (args, threads) in
+        [(vec!["--threads", "1", "bench", "-m", m], 1), (vec!["bench", "-m", m, "--threads", "3"], 3)]
+    {
+        let mut args = args;
+        args.extend(["--prompt-tokens", "4", "--gen-tokens", "2", "--runs", "1", "--json"]);
+        let o = infer(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        let device = v["device"].as_str().unwrap();
+        assert!(device.starts_with(&format!("cpu ({threads} threads")), "{args:?}: device {device:?}");
+    }
+    assert_clean_error(&["run", "-m", m, "-p", "hi", "--threads", "0"], &["--threads"]);
+}
+
 /// A small GGUF written with candle's writer: `general.architecture = arch`, one Q8_0 tensor.
 fn write_gguf(path: &Path, arch: &str) {
     use candle_core::quantized::{gguf_file, GgmlDType, QTensor};

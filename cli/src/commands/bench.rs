@@ -82,10 +82,17 @@ pub fn run(registry: &Registry, args: BenchArgs) -> Result<()> {
         ttft.push(m.time_to_first_token.as_secs_f64());
     }
     let info = model.info();
+    // What ran it, thread count included ("cpu (2 threads, avx2 fma f16c)"): a result without
+    // it cannot be compared with another.
+    let device = registry
+        .backend(args.model.backend.as_deref(), args.model.device.as_deref())
+        .map(|b| b.device().description.to_string())
+        .unwrap_or_default();
     let result = serde_json::json!({
         "model": args.model.model_path()?.display().to_string(),
         "architecture": info.architecture.as_str(),
         "backend": args.model.backend.clone().unwrap_or_else(|| "default".into()),
+        "device": device,
         "dtype": info.dtype.as_str(),
         "prompt_tokens": args.prompt_tokens,
         "gen_tokens": args.gen_tokens,
