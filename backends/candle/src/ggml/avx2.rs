@@ -91,7 +91,7 @@ const PREFETCH: usize = 2048;
 /// Zen 3 (ggml_matvec, Q8_0 output matrix): 7.1 → 11.3 GB/s at 1 thread, 12.4 → 19 at 2, where a
 /// per-row prefetch 2 KB ahead gained nothing at any distance.
 #[inline(always)]
-unsafe fn prefetch_next_group(w: *const u8, group_bytes: usize, step: usize, b: usize) {
+pub(super) unsafe fn prefetch_next_group(w: *const u8, group_bytes: usize, step: usize, b: usize) {
     let p = w.add(group_bytes + b * step);
     let mut off = 0;
     while off < step {

@@ -12,9 +12,12 @@
 use std::arch::x86_64::*;
 
 use super::act::ActRow;
-use super::avx2::hsum;
+use super::avx2::{hsum, prefetch_next_group};
 
-/// How far ahead of the block being read its row is prefetched, in bytes (see `avx2`).
+/// How far ahead of the block being read a single row is prefetched, in bytes (see `avx2`).
+/// Groups of rows prefetch the next group instead (`avx2::prefetch_next_group`): on AMD Zen 4
+/// the per-row prefetch left the 4-row Q8_0 walk at 9.3 GB/s on one thread (the read
+/// bandwidth: 24), the next group's stream reaches 22–29; Gemma 3 decode +37%, Qwen2.5 +55%.
 const PREFETCH: usize = 2048;
 
 /// Two consecutive Q5_0 blocks at `b0`: their 64 values in 0..32 (the 5th bit added through a
@@ -63,11 +66,10 @@ pub unsafe fn dot_q5_0_row_pairs<const R: usize>(w: *const u8, row_bytes: usize,
         // -16 Σ x (as the AVX2 kernel's difference, exactly).
         let neg_offset = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, sixteen, xv));
         let dx = _mm_set1_ps(*xd.add(b));
+        prefetch_next_group(w, R * row_bytes, R * 22, b);
         for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
             let b0 = w.add(2 * p * row_bytes + b * 22);
             let b1 = b0.add(row_bytes);
-            _mm_prefetch::<_MM_HINT_T0>(b0.add(PREFETCH) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(b1.add(PREFETCH) as *const i8);
             let (q, dw) = unpack_two(b0, b1);
             let d = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_mul_ps(dw, dx)));
             *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_offset, q, xv)), *acc);
@@ -130,6 +132,7 @@ pub unsafe fn tile_q5_0<const R: usize, const C: usize>(
     let sixteen = _mm512_set1_epi8(16);
     let mut acc = [[_mm256_setzero_ps(); C]; R];
     for b in (0..nb).step_by(2) {
+        prefetch_next_group(w, R * row_bytes, R * 44, b / 2);
         let mut xv = [_mm512_setzero_si512(); C];
         let mut dx = [_mm_setzero_ps(); C];
         let mut offset = [_mm512_setzero_si512(); C];
@@ -207,18 +210,21 @@ pub unsafe fn dot_q8_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
         let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, xv);
         let neg_offset = _mm512_sub_epi32(_mm512_setzero_si512(), offset);
         let dx = _mm512_set1_ps(*xd.add(b));
+        if R >= 2 {
+            prefetch_next_group(w, R * row_bytes, R * 34, b);
+        }
         for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
             let b0 = w.add(2 * p * row_bytes + b * 34);
             let b1 = b0.add(row_bytes);
-            _mm_prefetch::<_MM_HINT_T0>(b0.add(PREFETCH) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(b1.add(PREFETCH) as *const i8);
             let (q, dw) = q8_0_halves(b0, b1);
             let sum = _mm512_dpbusd_epi32(neg_offset, _mm512_xor_si512(q, flip), xv);
             *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(sum), *acc);
         }
         if R % 2 == 1 {
             let blk = w.add((R - 1) * row_bytes + b * 34);
-            _mm_prefetch::<_MM_HINT_T0>(blk.add(PREFETCH) as *const i8);
+            if R == 1 {
+                _mm_prefetch::<_MM_HINT_T0>(blk.add(PREFETCH) as *const i8);
+            }
             let q = _mm256_xor_si256(_mm256_loadu_si256(blk.add(2) as *const __m256i), _mm512_castsi512_si256(flip));
             let sum = _mm256_dpbusd_epi32(_mm512_castsi512_si256(neg_offset), q, x);
             let d = _mm_mul_ss(scale_at(blk), _mm512_castps512_ps128(dx));
