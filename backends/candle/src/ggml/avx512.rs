@@ -118,48 +118,53 @@ pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
     out
 }
 
-/// [`dot_q5_0_rows`] for `C` activation rows at once (prefill): each pair of weight blocks is
-/// unpacked once and multiplied with every activation row, with the same operations per
-/// (row, activation row) as the one-row kernel, so the results are bit-identical to it.
+/// [`dot_q5_0_row_pairs`] for `C` activation rows at once (prefill), any block count: rows 2p
+/// and 2p + 1 share a register as there, each pair of blocks is unpacked once for every
+/// activation row, and each half accumulates as the one-row kernels' 8 lanes (bit-identical to
+/// them). Per (row pair, activation row, block): one 512-bit `vpdpbusd` started from -16 Σ x, a
+/// conversion and one multiply-add; two blocks of one row per register (the layout this replaced)
+/// needed a subtraction, two 256-bit multiply-adds, two broadcasts and an extract to keep that
+/// order.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
-pub unsafe fn tile_q5_0<const R: usize, const C: usize>(
+pub unsafe fn tile_q5_0_pairs<const R: usize, const C: usize>(
     w: *const u8,
     row_bytes: usize,
     xs: &[ActRow; C],
 ) -> [[f32; C]; R] {
+    debug_assert!(R.is_multiple_of(2));
     let nb = row_bytes / 22;
-    debug_assert!(nb.is_multiple_of(2));
-    let sixteen = _mm512_set1_epi8(16);
-    let mut acc = [[_mm256_setzero_ps(); C]; R];
-    for b in (0..nb).step_by(2) {
-        prefetch_next_group(w, R * row_bytes, R * 44, b / 2);
-        let mut xv = [_mm512_setzero_si512(); C];
-        let mut dx = [_mm_setzero_ps(); C];
-        let mut offset = [_mm512_setzero_si512(); C];
+    let (zero, sixteen) = (_mm512_setzero_si512(), _mm512_set1_epi8(16));
+    // Scale lane 0 into lanes 0..8, lane 1 into 8..16.
+    let halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    // The row pairs' accumulators are the first R / 2.
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
+    for b in 0..nb {
+        prefetch_next_group(w, R * row_bytes, R * 22, b);
+        let mut xv = [zero; C];
+        let mut neg_offset = [zero; C];
+        let mut dx = [_mm512_setzero_ps(); C];
         for c in 0..C {
-            xv[c] = _mm512_loadu_si512(xs[c].q.as_ptr().add(b * 32) as *const __m512i);
-            dx[c] = _mm_castsi128_ps(_mm_loadl_epi64(xs[c].d.as_ptr().add(b) as *const __m128i));
-            offset[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, xv[c]);
+            xv[c] = _mm512_broadcast_i64x4(_mm256_loadu_si256(xs[c].q.as_ptr().add(b * 32) as *const __m256i));
+            neg_offset[c] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, sixteen, xv[c]));
+            dx[c] = _mm512_set1_ps(*xs[c].d.get_unchecked(b));
         }
-        for (r, acc) in acc.iter_mut().enumerate() {
-            let (q, dw) = unpack_pair(w.add(r * row_bytes + b * 22));
+        for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
+            let b0 = w.add(2 * p * row_bytes + b * 22);
+            let (q, dw) = unpack_two(b0, b0.add(row_bytes));
+            let dw = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(dw));
             for c in 0..C {
-                let sum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv[c]), offset[c]);
-                let d = _mm_mul_ps(dx[c], dw);
-                let sum = _mm512_cvtepi32_ps(sum);
-                acc[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm512_castps512_ps256(sum), acc[c]);
-                acc[c] = _mm256_fmadd_ps(
-                    _mm256_broadcastss_ps(_mm_movehdup_ps(d)),
-                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sum), 1)),
-                    acc[c],
-                );
+                // d · x as the one-row kernels' f16_at(blk) · dx: one f32 product per lane.
+                let d = _mm512_mul_ps(dw, dx[c]);
+                let sum = _mm512_dpbusd_epi32(neg_offset[c], q, xv[c]);
+                acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc[c]);
             }
         }
     }
     let mut out = [[0f32; C]; R];
-    for (o, a) in out.iter_mut().zip(acc) {
+    for p in 0..R / 2 {
         for c in 0..C {
-            o[c] = hsum(a[c]);
+            out[2 * p][c] = hsum(_mm512_castps512_ps256(acc[p][c]));
+            out[2 * p + 1][c] = hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][c]), 1)));
         }
     }
     out

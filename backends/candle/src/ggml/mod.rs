@@ -382,15 +382,8 @@ fn group_kernel_for(format: Format, isa: Isa) -> GroupDotFn {
 fn tile_kernel(format: Format) -> Option<TileFn> {
     #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx512 && format == Format::Q5_0 {
-        // SAFETY: as in `kernel` (the AVX-512 tile also needs an even block count, else the
-        // AVX2 tile, matching the one-row kernels' choice).
-        return Some(|w, rb, x| {
-            if (rb / 22) % 2 == 0 {
-                unsafe { avx512::tile_q5_0::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }
-            } else {
-                unsafe { avx2::tile_q5_0::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }
-            }
-        });
+        // SAFETY: as in `kernel`; the slice holds GROUP (even) rows.
+        return Some(|w, rb, x| unsafe { avx512::tile_q5_0_pairs::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) });
     }
     #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx2 {
@@ -427,8 +420,7 @@ fn panel_kernel(format: Format) -> Option<PanelKernel> {
 }
 
 /// The wide tile for `format`, where one exists (AVX-512 CPUs, whose 32 vector registers hold
-/// the accumulators): Q5_0 with an even block count (an odd one runs the AVX2 pair tile twice,
-/// as the one-row kernels take AVX2 then), Q4_K and Q6_K (the AVX2 code with 32 registers).
+/// the accumulators): Q5_0 (two weight rows per register, any block count), Q4_K and Q6_K (the AVX2 code with 32 registers).
 /// Measured, 1-thread prefill: Q5_0 Gemma 3 270M +25%, Qwen2.5 0.5B +10%; the k-quants Qwen
 /// +8% (once their scales were vectorized; before, the 4-wide k-quant tiles gained nothing).
 /// On AVX2-only CPUs the k-quant tiles run 4 wide too (one weight row at a time, so the
@@ -438,17 +430,8 @@ fn panel_kernel(format: Format) -> Option<PanelKernel> {
 fn wide_tile_kernel(format: Format) -> Option<WideTileFn> {
     #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx512 && format == Format::Q5_0 {
-        // SAFETY: as in `kernel`; the slice holds GROUP rows.
-        return Some(|w, rb, x| {
-            if (rb / 22) % 2 == 0 {
-                unsafe { avx512::tile_q5_0::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) }
-            } else {
-                let [a, b, c, d] = x;
-                let lo = unsafe { avx2::tile_q5_0::<GROUP, 2>(w.as_ptr(), rb, &[*a, *b]) };
-                let hi = unsafe { avx2::tile_q5_0::<GROUP, 2>(w.as_ptr(), rb, &[*c, *d]) };
-                std::array::from_fn(|r| [lo[r][0], lo[r][1], hi[r][0], hi[r][1]])
-            }
-        });
+        // SAFETY: as in `kernel`; the slice holds GROUP (even) rows.
+        return Some(|w, rb, x| unsafe { avx512::tile_q5_0_pairs::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) });
     }
     #[cfg(target_arch = "x86_64")]
     if isa() == Isa::Avx2 {
