@@ -19,7 +19,7 @@ pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
 /// Lane 3 of the four f16 at `p` (the last two bytes of `p..p + 8`) as f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn last_f16(p: *const u8) -> f32 {
+pub(super) unsafe fn last_f16(p: *const u8) -> f32 {
     let v = _mm_cvtph_ps(_mm_loadl_epi64(p as *const __m128i));
     _mm_cvtss_f32(_mm_shuffle_ps(v, v, 3))
 }
@@ -261,7 +261,7 @@ unsafe fn q4k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
 }
 
 /// `_mm_shuffle_epi8` masks putting scale 2p in bytes 0..8 and scale 2p + 1 in bytes 8..16.
-const Q6K_SCALE_PAIRS: [[i8; 16]; 8] = {
+pub(super) const Q6K_SCALE_PAIRS: [[i8; 16]; 8] = {
     let mut masks = [[0i8; 16]; 8];
     let mut p = 0;
     while p < 8 {
@@ -356,8 +356,9 @@ pub unsafe fn tile_q6k<const R: usize, const C: usize>(
     std::array::from_fn(|r| q6k_cols::<C>(w.add(r * row_bytes), row_bytes, cols))
 }
 
-/// [`tile_q4k`] and [`tile_q6k`] built for AVX-512VL too: the same AVX2 instructions with 32
-/// vector registers, where 4 activation rows' accumulators fit without spilling (same results).
+/// [`tile_q4k`] built for AVX-512VL too: the same AVX2 instructions with 32 vector registers,
+/// where 4 activation rows' accumulators fit without spilling (same results). (A 512-bit Q4_K
+/// tile with `vpdpwssd`, as `avx512::tile_q6k`, measured no faster on Zen 4.)
 macro_rules! tile_vl {
     ($name:ident, $cols:ident) => {
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
@@ -373,7 +374,6 @@ macro_rules! tile_vl {
 }
 
 tile_vl!(tile_q4k_vl, q4k_cols);
-tile_vl!(tile_q6k_vl, q6k_cols);
 
 /// Prefill tiles: `R` weight rows × `C` activation rows. Each weight block is unpacked once and
 /// used for all `C` rows; every (row, activation) pair accumulates exactly as the one-row

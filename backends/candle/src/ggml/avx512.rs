@@ -12,7 +12,7 @@
 use std::arch::x86_64::*;
 
 use super::act::ActRow;
-use super::avx2::{hsum, prefetch_next_group};
+use super::avx2::{hsum, last_f16, prefetch_next_group, Q6K_SCALE_PAIRS};
 
 /// How far ahead of the block being read a single row is prefetched, in bytes (see `avx2`).
 /// Groups of rows prefetch the next group instead (`avx2::prefetch_next_group`): on AMD Zen 4
@@ -245,4 +245,96 @@ pub unsafe fn dot_q8_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
         out[R - 1] = hsum(last);
     }
     out
+}
+
+/// The low and the high 256 bits of `v` added as 8 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+unsafe fn halves_added(v: __m512i) -> __m256i {
+    _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1))
+}
+
+/// `vpshufb` masks (one per 128-bit lane) putting Q6_K scales 4p and 4p + 1 in the low lane's
+/// bytes 0..8 and 8..16, scales 4p + 2 and 4p + 3 in the high lane's: value groups 2p and 2p + 1
+/// of `avx2::q6k_cols`, side by side.
+const Q6K_SCALE_QUADS: [[i8; 32]; 4] = {
+    let mut masks = [[0i8; 32]; 4];
+    let mut p = 0;
+    while p < 4 {
+        let mut i = 0;
+        while i < 16 {
+            masks[p][i] = Q6K_SCALE_PAIRS[2 * p][i];
+            masks[p][16 + i] = Q6K_SCALE_PAIRS[2 * p + 1][i];
+            i += 1;
+        }
+        p += 1;
+    }
+    masks
+};
+
+/// One Q6_K row dotted with `C` activation rows (prefill), bit-identical to `avx2::q6k_cols`:
+/// value groups g and g + 1 (64 consecutive activations) share a register, so each pair takes one
+/// activation load, two `vpmaddubsw`, a subtraction and a `vpdpwssd` where AVX2 did twice that
+/// plus two additions; the halves' integer sums are added before the f32 conversion (exact).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+unsafe fn q6k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow; C]) -> [f32; C] {
+    let nb = row_bytes / 210;
+    let (low4, low2, m32) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x03), _mm512_set1_epi8(32));
+    let mut acc = [_mm256_setzero_ps(); C];
+    for b in 0..nb {
+        let blk = w.add(b * 210);
+        let scales = _mm256_broadcastsi128_si256(_mm_loadu_si128(blk.add(192) as *const __m128i));
+        let mut sumi = [_mm512_setzero_si512(); C];
+        for half in 0..2 {
+            let ql = blk.add(64 * half);
+            _mm_prefetch::<_MM_HINT_T0>(ql.add(PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ql.add(PREFETCH + 64) as *const i8);
+            // Bytes 0..32 and 32..64: the value groups 0 and 1 of this half (their low nibbles)
+            // and 2 and 3 (their high nibbles).
+            let ql = _mm512_loadu_si512(ql as *const __m512i);
+            let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(blk.add(128 + 32 * half) as *const __m256i));
+            // The 2-bit highs of value group g sit at bits 2g..2g+2 of each qh byte.
+            let hi = |shift: __m512i| _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift), low2), 4);
+            let q = [
+                _mm512_or_si512(_mm512_and_si512(ql, low4), hi(_mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2))),
+                _mm512_or_si512(
+                    _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                    hi(_mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6)),
+                ),
+            ];
+            for (pair, q) in q.into_iter().enumerate() {
+                let mask = _mm256_loadu_si256(Q6K_SCALE_QUADS[2 * half + pair].as_ptr() as *const __m256i);
+                let sc = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(scales, mask));
+                for c in 0..C {
+                    let xq = xs[c].q.as_ptr().add(b * 256 + 128 * half + 64 * pair);
+                    let xv = _mm512_loadu_si512(xq as *const __m512i);
+                    // (q - 32) x in i16 pairs: q x - 32 x.
+                    let p = _mm512_sub_epi16(_mm512_maddubs_epi16(q, xv), _mm512_maddubs_epi16(m32, xv));
+                    sumi[c] = _mm512_dpwssd_epi32(sumi[c], p, sc);
+                }
+            }
+        }
+        let dw = last_f16(blk.add(202));
+        for c in 0..C {
+            let d = xs[c].d[b] * dw;
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(halves_added(sumi[c])), acc[c]);
+        }
+    }
+    let mut out = [0f32; C];
+    for c in 0..C {
+        out[c] = hsum(acc[c]);
+    }
+    out
+}
+
+/// `R` Q6_K rows, each dotted with the `C` activation rows at once (prefill).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+pub unsafe fn tile_q6k<const R: usize, const C: usize>(
+    w: *const u8,
+    row_bytes: usize,
+    xs: &[ActRow; C],
+) -> [[f32; C]; R] {
+    let cols: [&ActRow; C] = std::array::from_fn(|c| &xs[c]);
+    std::array::from_fn(|r| q6k_cols::<C>(w.add(r * row_bytes), row_bytes, cols))
 }

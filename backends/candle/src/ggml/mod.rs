@@ -386,6 +386,14 @@ fn tile_kernel(format: Format) -> Option<TileFn> {
         return Some(|w, rb, x| unsafe { avx512::tile_q5_0_pairs::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) });
     }
     #[cfg(target_arch = "x86_64")]
+    if isa() >= Isa::Avx512 {
+        // SAFETY (both): as in `kernel`; the slice holds GROUP rows.
+        match format {
+            Format::Q6K => return Some(|w, rb, x| unsafe { avx512::tile_q6k::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }),
+            _ => {}
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx2 {
         // SAFETY (both): `isa()` checked avx2, fma and f16c; the slice holds GROUP rows.
         match format {
@@ -420,9 +428,11 @@ fn panel_kernel(format: Format) -> Option<PanelKernel> {
 }
 
 /// The wide tile for `format`, where one exists (AVX-512 CPUs, whose 32 vector registers hold
-/// the accumulators): Q5_0 (two weight rows per register, any block count), Q4_K and Q6_K (the AVX2 code with 32 registers).
-/// Measured, 1-thread prefill: Q5_0 Gemma 3 270M +25%, Qwen2.5 0.5B +10%; the k-quants Qwen
-/// +8% (once their scales were vectorized; before, the 4-wide k-quant tiles gained nothing).
+/// the accumulators): Q5_0 (two weight rows per register, any block count), Q4_K (the AVX2 code with 32
+/// registers) and Q6_K (two value groups per register, `vpdpwssd`). Measured, 1-thread prefill (Xeon box, the earlier
+/// layouts): Q5_0 Gemma 3 270M +25%, Qwen2.5 0.5B +10%; the k-quants Qwen +8% (once their
+/// scales were vectorized; before, the 4-wide k-quant tiles gained nothing). The current
+/// layouts on Zen 4: docs/backends/candle.md.
 /// On AVX2-only CPUs the k-quant tiles run 4 wide too (one weight row at a time, so the
 /// accumulators of 4 activation rows fit in 16 registers): 5-10% fewer CPU samples in the Q4_K
 /// and Q6_K tiles of a Qwen2.5 0.5B prefill (AMD Zen 3). The AVX2 Q8_0 tile would run out of
@@ -447,7 +457,7 @@ fn wide_tile_kernel(format: Format) -> Option<WideTileFn> {
         // SAFETY (both): as in `kernel`; the slice holds GROUP rows.
         match format {
             Format::Q4K => return Some(|w, rb, x| unsafe { avx2::tile_q4k_vl::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) }),
-            Format::Q6K => return Some(|w, rb, x| unsafe { avx2::tile_q6k_vl::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) }),
+            Format::Q6K => return Some(|w, rb, x| unsafe { avx512::tile_q6k::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) }),
             _ => {}
         }
     }

@@ -121,23 +121,27 @@ fn simd_kernels_match_scalar() {
     }
 }
 
-/// Batched (tiled) products equal the one-row ones bit for bit: prefill and decode agree.
+/// Batched (tiled) products equal the one-row ones bit for bit: prefill and decode agree. 5 and
+/// 7 activation rows run the wide tile (4), the pair tile (2) and single rows.
 #[test]
 fn tiles_match_single_rows_exactly() {
     let (rows, cols) = (9usize, 640usize);
     for (dtype, g) in FORMATS {
         let (ours, _) = quantized(dtype, g, rows, cols.div_ceil(256) * 256);
         let k = ours.cols();
-        let x = values(5 * k, 3);
-        let batched = ours.matmul(&x, 5);
-        for i in 0..5 {
-            assert_eq!(ours.matmul(&x[i * k..(i + 1) * k], 1), batched[i * rows..(i + 1) * rows], "{dtype} row {i}");
+        for m in [5, 7] {
+            let x = values(m * k, 3);
+            let batched = ours.matmul(&x, m);
+            for i in 0..m {
+                let one = ours.matmul(&x[i * k..(i + 1) * k], 1);
+                assert_eq!(one, batched[i * rows..(i + 1) * rows], "{dtype}, {m} rows: row {i}");
+            }
         }
     }
 }
 
-/// Q5_0 rows of an odd block count take the AVX2 kernels on AVX-512 CPUs (the one-row, pair
-/// and wide tile paths), an even count the AVX-512 ones: either way tiles equal single rows.
+/// Q5_0 rows of an odd block count take the AVX2 one-row kernel on AVX-512 CPUs, an even count
+/// the AVX-512 one; the AVX-512 tiles take any count: either way tiles equal single rows.
 /// 7 activation rows run one wide tile (4), one pair tile (2) and one single row.
 #[test]
 fn q5_0_tiles_match_single_rows_for_odd_and_even_block_counts() {
