@@ -386,12 +386,9 @@ fn tile_kernel(format: Format) -> Option<TileFn> {
         return Some(|w, rb, x| unsafe { avx512::tile_q5_0_pairs::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) });
     }
     #[cfg(target_arch = "x86_64")]
-    if isa() >= Isa::Avx512 {
-        // SAFETY (both): as in `kernel`; the slice holds GROUP rows.
-        match format {
-            Format::Q6K => return Some(|w, rb, x| unsafe { avx512::tile_q6k::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) }),
-            _ => {}
-        }
+    if isa() >= Isa::Avx512 && format == Format::Q6K {
+        // SAFETY: as in `kernel`; the slice holds GROUP rows.
+        return Some(|w, rb, x| unsafe { avx512::tile_q6k::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) });
     }
     #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx2 {
