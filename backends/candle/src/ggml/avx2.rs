@@ -33,6 +33,17 @@ pub(super) unsafe fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
 }
 
+/// [`hsum`] of each accumulator.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn hsums<const N: usize>(acc: [__m256; N]) -> [f32; N] {
+    let mut out = [0f32; N];
+    for (o, a) in out.iter_mut().zip(acc) {
+        *o = hsum(a);
+    }
+    out
+}
+
 /// Sum of the products of signed bytes, four adjacent pairs per i32 lane.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -120,11 +131,7 @@ macro_rules! dot_rows_32 {
                     *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8($weights(blk), xv)), *acc);
                 }
             }
-            let mut out = [0f32; R];
-            for (o, a) in out.iter_mut().zip(acc) {
-                *o = hsum(a);
-            }
-            out
+            hsums(acc)
         }
     };
 }
@@ -157,11 +164,7 @@ pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
             *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset)), *acc);
         }
     }
-    let mut out = [0f32; R];
-    for (o, a) in out.iter_mut().zip(acc) {
-        *o = hsum(a);
-    }
-    out
+    hsums(acc)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -328,40 +331,15 @@ unsafe fn q6k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
         }
     }
-    let mut out = [0f32; C];
-    for c in 0..C {
-        out[c] = hsum(acc[c]);
-    }
-    out
+    hsums(acc)
 }
 
-/// Q4_K / Q6_K prefill tiles: `R` rows, each dotted with the `C` activation rows at once.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn tile_q4k<const R: usize, const C: usize>(
-    w: *const u8,
-    row_bytes: usize,
-    xs: &[ActRow; C],
-) -> [[f32; C]; R] {
-    let cols: [&ActRow; C] = std::array::from_fn(|c| &xs[c]);
-    std::array::from_fn(|r| q4k_cols::<C>(w.add(r * row_bytes), row_bytes, cols))
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn tile_q6k<const R: usize, const C: usize>(
-    w: *const u8,
-    row_bytes: usize,
-    xs: &[ActRow; C],
-) -> [[f32; C]; R] {
-    let cols: [&ActRow; C] = std::array::from_fn(|c| &xs[c]);
-    std::array::from_fn(|r| q6k_cols::<C>(w.add(r * row_bytes), row_bytes, cols))
-}
-
-/// [`tile_q4k`] built for AVX-512VL too: the same AVX2 instructions with 32 vector registers,
-/// where 4 activation rows' accumulators fit without spilling (same results). (A 512-bit Q4_K
-/// tile with `vpdpwssd`, as `avx512::tile_q6k`, measured no faster on Zen 4.)
-macro_rules! tile_vl {
-    ($name:ident, $cols:ident) => {
-        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+/// Prefill tiles that run a one-row, `C`-column kernel (`$cols`) over `R` weight rows, built
+/// with the target features `$features` (the k-quants: each row's blocks are unpacked once for
+/// the `C` activation rows).
+macro_rules! tile_rows {
+    ($name:ident, $cols:ident, $features:literal) => {
+        #[target_feature(enable = $features)]
         pub unsafe fn $name<const R: usize, const C: usize>(
             w: *const u8,
             row_bytes: usize,
@@ -372,8 +350,14 @@ macro_rules! tile_vl {
         }
     };
 }
+pub(super) use tile_rows;
 
-tile_vl!(tile_q4k_vl, q4k_cols);
+tile_rows!(tile_q4k, q4k_cols, "avx2,fma,f16c");
+tile_rows!(tile_q6k, q6k_cols, "avx2,fma,f16c");
+// The Q4_K tile built for AVX-512VL too: the same AVX2 instructions with 32 vector registers,
+// where 4 activation rows' accumulators fit without spilling (same results). (A 512-bit Q4_K
+// tile with `vpdpwssd`, as `avx512::tile_q6k`, measured no faster on Zen 4.)
+tile_rows!(tile_q4k_vl, q4k_cols, "avx2,fma,f16c,avx512f,avx512vl");
 
 /// Prefill tiles: `R` weight rows × `C` activation rows. Each weight block is unpacked once and
 /// used for all `C` rows; every (row, activation) pair accumulates exactly as the one-row

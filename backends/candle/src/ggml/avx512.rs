@@ -12,13 +12,20 @@
 use std::arch::x86_64::*;
 
 use super::act::ActRow;
-use super::avx2::{hsum, last_f16, prefetch_next_group, Q6K_SCALE_PAIRS};
+use super::avx2::{hsum, hsums, last_f16, prefetch_next_group, tile_rows, Q6K_SCALE_PAIRS};
 
 /// How far ahead of the block being read a single row is prefetched, in bytes (see `avx2`).
 /// Groups of rows prefetch the next group instead (`avx2::prefetch_next_group`): on AMD Zen 4
 /// the per-row prefetch left the 4-row Q8_0 walk at 9.3 GB/s on one thread (the read
 /// bandwidth: 24), the next group's stream reaches 22–29; Gemma 3 decode +37%, Qwen2.5 +55%.
 const PREFETCH: usize = 2048;
+
+/// The sums of a row pair's accumulator: [`hsum`] of its low and of its high 8 lanes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+unsafe fn pair_sums(acc: __m512) -> [f32; 2] {
+    [hsum(_mm512_castps512_ps256(acc)), hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)))]
+}
 
 /// Two consecutive Q5_0 blocks at `b0`: their 64 values in 0..32 (the 5th bit added through a
 /// mask), and their two scales in lanes 0 and 1.
@@ -77,8 +84,7 @@ pub unsafe fn dot_q5_0_row_pairs<const R: usize>(w: *const u8, row_bytes: usize,
     }
     let mut out = [0f32; R];
     for p in 0..R / 2 {
-        out[2 * p] = hsum(_mm512_castps512_ps256(acc[p]));
-        out[2 * p + 1] = hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+        [out[2 * p], out[2 * p + 1]] = pair_sums(acc[p]);
     }
     out
 }
@@ -111,11 +117,7 @@ pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
             );
         }
     }
-    let mut out = [0f32; R];
-    for (o, a) in out.iter_mut().zip(acc) {
-        *o = hsum(a);
-    }
-    out
+    hsums(acc)
 }
 
 /// [`dot_q5_0_row_pairs`] for `C` activation rows at once (prefill), any block count: rows 2p
@@ -163,8 +165,7 @@ pub unsafe fn tile_q5_0_pairs<const R: usize, const C: usize>(
     let mut out = [[0f32; C]; R];
     for p in 0..R / 2 {
         for c in 0..C {
-            out[2 * p][c] = hsum(_mm512_castps512_ps256(acc[p][c]));
-            out[2 * p + 1][c] = hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][c]), 1)));
+            [out[2 * p][c], out[2 * p + 1][c]] = pair_sums(acc[p][c]);
         }
     }
     out
@@ -238,8 +239,7 @@ pub unsafe fn dot_q8_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
     }
     let mut out = [0f32; R];
     for p in 0..R / 2 {
-        out[2 * p] = hsum(_mm512_castps512_ps256(acc[p]));
-        out[2 * p + 1] = hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+        [out[2 * p], out[2 * p + 1]] = pair_sums(acc[p]);
     }
     if R % 2 == 1 {
         out[R - 1] = hsum(last);
@@ -321,20 +321,7 @@ unsafe fn q6k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(halves_added(sumi[c])), acc[c]);
         }
     }
-    let mut out = [0f32; C];
-    for c in 0..C {
-        out[c] = hsum(acc[c]);
-    }
-    out
+    hsums(acc)
 }
 
-/// `R` Q6_K rows, each dotted with the `C` activation rows at once (prefill).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
-pub unsafe fn tile_q6k<const R: usize, const C: usize>(
-    w: *const u8,
-    row_bytes: usize,
-    xs: &[ActRow; C],
-) -> [[f32; C]; R] {
-    let cols: [&ActRow; C] = std::array::from_fn(|c| &xs[c]);
-    std::array::from_fn(|r| q6k_cols::<C>(w.add(r * row_bytes), row_bytes, cols))
-}
+tile_rows!(tile_q6k, q6k_cols, "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma");

@@ -425,11 +425,11 @@ fn panel_kernel(format: Format) -> Option<PanelKernel> {
 }
 
 /// The wide tile for `format`, where one exists (AVX-512 CPUs, whose 32 vector registers hold
-/// the accumulators): Q5_0 (two weight rows per register, any block count), Q4_K (the AVX2 code with 32
-/// registers) and Q6_K (two value groups per register, `vpdpwssd`). Measured, 1-thread prefill (Xeon box, the earlier
-/// layouts): Q5_0 Gemma 3 270M +25%, Qwen2.5 0.5B +10%; the k-quants Qwen +8% (once their
-/// scales were vectorized; before, the 4-wide k-quant tiles gained nothing). The current
-/// layouts on Zen 4: docs/backends/candle.md.
+/// the accumulators): Q5_0 (two weight rows per register, any block count), Q4_K (the AVX2
+/// code with 32 registers) and Q6_K (two value groups per register, `vpdpwssd`). Measured,
+/// 1-thread prefill (Xeon box, the earlier layouts): Q5_0 Gemma 3 270M +25%, Qwen2.5 0.5B +10%;
+/// the k-quants Qwen +8% (once their scales were vectorized; before, the 4-wide k-quant tiles
+/// gained nothing). The current layouts on Zen 4: docs/backends/candle.md.
 /// On AVX2-only CPUs the k-quant tiles run 4 wide too (one weight row at a time, so the
 /// accumulators of 4 activation rows fit in 16 registers): 5-10% fewer CPU samples in the Q4_K
 /// and Q6_K tiles of a Qwen2.5 0.5B prefill (AMD Zen 3). The AVX2 Q8_0 tile would run out of
