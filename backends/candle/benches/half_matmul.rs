@@ -3,6 +3,7 @@
 //! - decode matvec (1 and 4 rows): GB/s of weight bytes read, the AVX2 widening kernel against
 //!   AVX-512 BF16 `vdpbf16ps` (where the CPU has it), on weights past the last-level cache
 //!   (several matrices taken in turn) and on one matrix that stays in cache;
+//! - f32 weights with 25-128 rows: gemm against [`f32_tiles`] (AVX2 and AVX-512 widths);
 //! - many rows (39, 128): GFLOP/s of candle's matmul (bf16: the whole weight widened to f32 per
 //!   call; f16: gemm's f16 kernel) against `half_gemm`'s kernels (f32 panels, AVX-512 BF16
 //!   `vdpbf16ps` tiles, AMX-BF16 tiles where the process may use them), with f32 gemm on the
@@ -18,12 +19,16 @@ use common::{best, values};
 
 use candle_core::{DType, Device, Tensor};
 use infer_backend_candle::gemv::{self, Bf16Kernel};
+use infer_backend_candle::f32_tiles::{self, TileIsa};
 use infer_backend_candle::half_gemm::{self, HalfKernel};
 
 /// (n, k) weight shapes: Voxtral Realtime's 4B decoder (d 3072, FFN 9216).
 const SHAPES: [(usize, usize); 2] = [(3072, 3072), (9216, 3072)];
 /// More (n, k) shapes for the many-row products: Qwen3-0.6B's (d 1024, q 2048, FFN 3072).
 const SMALL_SHAPES: [(usize, usize); 3] = [(2048, 1024), (3072, 1024), (1024, 3072)];
+/// (n, k) f32 weights with a few dozen rows: the Qwen3-TTS codec's pre-transformer (d 512,
+/// 1024 attention / MLP) and ConvNeXt MLP (1024 -> 4096 -> 1024).
+const F32_SHAPES: [(usize, usize); 4] = [(1024, 512), (512, 1024), (4096, 1024), (1024, 4096)];
 /// Weight bytes the streaming matvec cycles through (past a 105 MB L3).
 const STREAM_BYTES: usize = 512 << 20;
 
@@ -96,6 +101,28 @@ fn main() {
                     if half_gemm::best_kernel() == HalfKernel::Amx {
                         row(&name, "amx tiles", run(HalfKernel::Amx));
                     }
+                }
+            }
+        }
+    }
+
+    println!("\n| f32 product (n x k) | rows | path | ms | GFLOP/s |");
+    println!("| --- | ---: | --- | ---: | ---: |");
+    for (n, k) in F32_SHAPES {
+        for m in [25, 39, 96, 128, 256, 512] {
+            if !want(&format!("f32 {n}x{k} {m}")) {
+                continue;
+            }
+            let flops = 2.0 * (m * n * k) as f64;
+            let row = |path: &str, s: f64| println!("| {n}x{k} | {m} | {path} | {:.2} | {:.1} |", s * 1e3, flops / s / 1e9);
+            let (w, x) = (tensor(n, k, 1, DType::F32), tensor(m, k, 2, DType::F32));
+            let wt = w.t().unwrap();
+            row("candle matmul (gemm)", best(5, || drop(x.matmul(&wt).unwrap())));
+            let wv = w.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            for tiles in [TileIsa::Avx2, TileIsa::Avx512] {
+                if f32_tiles::best_isa().is_some_and(|b| tiles == TileIsa::Avx2 || b == TileIsa::Avx512) {
+                    let s = best(5, || drop(f32_tiles::linear_rows_with(&x, &wv, n, k, tiles).unwrap()));
+                    row(&format!("f32 tiles {tiles:?}"), s);
                 }
             }
         }

@@ -6,8 +6,9 @@
 //! [`best_kernel`]): AMX tiles ([`amx`], where the CPU has AMX-BF16 and Linux grants this
 //! process tile state), AVX-512 BF16 `vdpbf16ps` register tiles ([`tiles`], even k), then
 //! panels: w widened a panel of rows at a time into a per-thread buffer that stays in cache
-//! and is reused across calls, each panel through gemm's f32 kernel, the panels (output
-//! columns) split across candle's thread pool. f16 weights always take the panels: bf16 tiles
+//! and is reused across calls, each panel through the f32 register tiles ([`f32_tiles`], up to
+//! its row limit) or gemm's f32 kernel, the panels (output columns) split across candle's
+//! thread pool. f16 weights always take the panels: bf16 tiles
 //! would round them to 8 bits of mantissa, and gemm's own f16 kernel rounds its partial sums to
 //! f16 between k blocks, where here they stay f32 until the one final rounding.
 
@@ -16,6 +17,7 @@ use std::cell::RefCell;
 use candle_core::{DType as C, Result, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
+use crate::f32_tiles;
 use crate::out_ptr::OutPtr;
 use crate::weight_rows::{with_rows, WeightRows};
 
@@ -182,6 +184,9 @@ pub fn product<T: Half>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, rows:
     assert!(w.len() >= n * k && xs.len() >= m * k && out.len() >= m * n && rows > 0);
     let units = n.div_ceil(rows);
     let ptr = OutPtr(out.as_mut_ptr());
+    // Up to f32_tiles::MAX_ROWS rows, each panel goes through the f32 register tiles (no
+    // packing of the panel; the activations are packed once here); more rows through gemm.
+    let tiles = f32_tiles::best_isa().filter(|_| m <= f32_tiles::MAX_ROWS).map(|isa| f32_tiles::Packed::new(xs, m, k, isa));
     let body = |range: std::ops::Range<usize>| {
         PANEL.with_borrow_mut(|panel| {
             for u in range {
@@ -189,6 +194,12 @@ pub fn product<T: Half>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, rows:
                 let nb = rows.min(n - j0);
                 panel.resize(nb * k, 0.0);
                 T::widen(&w[j0 * k..(j0 + nb) * k], &mut panel[..nb * k]);
+                if let Some(tiles) = &tiles {
+                    // SAFETY: the panel holds nb weight rows of k values; the destination is
+                    // columns j0..j0 + nb of the m × n row-major `out`, written by this unit only.
+                    unsafe { tiles.product_into(&panel[..nb * k], nb, ptr.at(j0), n) };
+                    continue;
+                }
                 // SAFETY: xs holds m rows of k values (row stride k), the panel nb rows of k
                 // values (column j of wᵀ at panel[j * k]); the destination is columns
                 // j0..j0 + nb of the m × n row-major `out`, written by this unit only.

@@ -12,6 +12,7 @@ pub mod attention;
 pub mod conv;
 mod conv_direct;
 mod conv_transpose;
+pub mod f32_tiles;
 pub mod convert;
 pub mod elementwise;
 pub mod error;

@@ -6,7 +6,7 @@ use crate::mapped::MappedTensor;
 use crate::quant;
 use crate::tensor::CandleTensor;
 use crate::weight_rows::{with_rows, WeightRows};
-use crate::{gemv, half_gemm};
+use crate::{f32_tiles, gemv, half_gemm};
 
 /// `a @ b` with PyTorch `matmul` semantics: batch dims broadcast, 1-D operands are promoted to
 /// matrices and the added dim removed afterwards.
@@ -42,12 +42,14 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `x @ wᵀ + bias` for `x` of any rank >= 1 and `w` of shape (out, in).
 ///
 /// Dense path: `x` is flattened to (m, in). Up to [`gemv::MAX_ROWS`] rows (decode) go through
-/// the streaming kernel of [`gemv`] (f32 / f16 / bf16 weights read once, in place). More rows
+/// the streaming kernel of [`gemv`] (f32 / f16 / bf16 weights read once, in place). Up to
+/// [`f32_tiles::MAX_ROWS`] rows with f32 weights go to [`f32_tiles`] (register tiles that read
+/// the weight in place, where gemm would pack it per call). More rows
 /// with bf16 / f16 weights go to [`half_gemm`] (AMX or `vdpbf16ps` tiles for bf16 where the CPU
 /// has them, else the weight widened to f32 a cache-sized panel at a time, f32 gemm per panel;
 /// candle's bf16 matmul widened the whole weight per call); f32
 /// weights to candle's gemm with the transposed *view* of `w` (gemm reads it through its
-/// strides, no copy). Quantized path: the GGML kernels or candle's k-quant kernels.
+/// strides). Quantized path: the GGML kernels or candle's k-quant kernels.
 pub fn linear(x: &Tensor, w: &CandleTensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let y = match w {
         CandleTensor::Quant(q) => quant::linear(x, q)?,
@@ -110,11 +112,15 @@ fn product_input(x: &Tensor, dtype: C, n: usize, k: usize) -> Result<(Tensor, Ve
     Ok((x2, out))
 }
 
-/// The row kernels' product `x2 @ wᵀ` (decode rows, or half-precision weights), if they take it.
+/// The row kernels' product `x2 @ wᵀ` (decode rows, a few dozen rows of f32 weights, or
+/// half-precision weights), if they take it.
 fn rows_product(x2: &Tensor, w: WeightRows<'_>, n: usize, k: usize) -> Result<Option<Tensor>> {
-    match gemv::linear_rows(x2, w, n, k, gemv::bf16_kernel())? {
-        Some(y) => Ok(Some(y)),
-        None => half_gemm::linear_rows(x2, w, n, k, half_gemm::best_kernel()),
+    if let Some(y) = gemv::linear_rows(x2, w, n, k, gemv::bf16_kernel())? {
+        return Ok(Some(y));
+    }
+    match w {
+        WeightRows::F32(rows) => f32_tiles::linear_rows(x2, rows, n, k),
+        _ => half_gemm::linear_rows(x2, w, n, k, half_gemm::best_kernel()),
     }
 }
 

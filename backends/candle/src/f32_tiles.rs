@@ -1,0 +1,375 @@
+//! f32 weight products with a few dozen activation rows: y (m, n) = x (m, k) @ wᵀ for a
+//! row-major f32 weight w (n, k), where m is past the decode kernel's ([`gemv::MAX_ROWS`]) and
+//! short of what gemm amortizes its packing over.
+//!
+//! gemm packs the whole weight on every call; with 25–100 rows (an audio codec's transformer
+//! and ConvNeXt layers, a short prompt's prefill) that copy costs more than the arithmetic. Here the weight is read in
+//! place: the activations are repacked once per call into blocks of one register's rows (each
+//! lane one row, k values in order), and a tile of `NR` weight rows × one or two blocks keeps
+//! its accumulators in registers over the whole k, each weight value broadcast once per tile.
+//! No horizontal sums; each output is one lane's multiply-adds in k order, so a row's result
+//! does not depend on m, on the other rows or on the thread count.
+//!
+//! AVX-512F (16 lanes, 8 weight rows: 16 accumulators) or AVX2 + FMA (8 lanes, 6 weight rows:
+//! 12 accumulators), capped by `INFER_GGML_ISA` like the other kernels; elsewhere `None` (gemm).
+//!
+//! [`gemv::MAX_ROWS`]: crate::gemv::MAX_ROWS
+
+use candle_core::{Result, Tensor};
+
+use crate::ggml::{isa, Isa};
+use crate::out_ptr::OutPtr;
+
+/// Most activation rows taken here; more go to gemm, whose packing is then paid back. On a
+/// 2-thread Zen 4 (benches/half_matmul.rs) the tiles ran 150-195 GFLOP/s from 25 to 512 rows,
+/// gemm 16-98 at 25-128 rows, 116-137 at 256, 146-171 at 512 and 183-194 at 1024.
+pub const MAX_ROWS: usize = 256;
+/// Below this many multiply-adds the product runs on the calling thread.
+const PARALLEL_MIN: usize = 1 << 20;
+
+/// The register width the tiles run at on this CPU, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TileIsa {
+    Avx2,
+    Avx512,
+}
+
+/// The widest tiles this CPU (under `INFER_GGML_ISA`) runs.
+pub fn best_isa() -> Option<TileIsa> {
+    match isa() {
+        Isa::Avx512 => Some(TileIsa::Avx512),
+        Isa::Avx2 => Some(TileIsa::Avx2),
+        Isa::Scalar => None,
+    }
+}
+
+/// `x @ wᵀ` for f32 `x` (m, k) and the f32 weight rows `w` (n, k) when m is in this kernel's
+/// range and the CPU has the tiles; `None` otherwise (the caller uses gemm).
+pub fn linear_rows(x: &Tensor, w: &[f32], n: usize, k: usize) -> Result<Option<Tensor>> {
+    let Some(tiles) = best_isa() else { return Ok(None) };
+    linear_rows_with(x, w, n, k, tiles)
+}
+
+/// [`linear_rows`] on `tiles` (capped to what the CPU has): tests and benchmarks pick the width.
+pub fn linear_rows_with(x: &Tensor, w: &[f32], n: usize, k: usize, tiles: TileIsa) -> Result<Option<Tensor>> {
+    let (m, kx) = x.dims2()?;
+    if m <= crate::gemv::MAX_ROWS || m > MAX_ROWS || k != kx || n == 0 || k == 0 || w.len() != n * k {
+        return Ok(None);
+    }
+    if x.dtype() != candle_core::DType::F32 {
+        return Ok(None);
+    }
+    let Some(best) = best_isa() else { return Ok(None) };
+    let tiles = if best == TileIsa::Avx2 { TileIsa::Avx2 } else { tiles };
+    let xs = x.flatten_all()?.to_vec1::<f32>()?;
+    let mut out = vec![0f32; m * n];
+    product(w, &xs, m, n, k, tiles, &mut out);
+    Tensor::from_vec(out, (m, n), x.device()).map(Some)
+}
+
+/// `out (m, n) = xs (m, k) @ wᵀ` on `tiles`, the weight rows split across the pool. Panics if
+/// the CPU lacks the tiles.
+pub fn product(w: &[f32], xs: &[f32], m: usize, n: usize, k: usize, tiles: TileIsa, out: &mut [f32]) {
+    assert!(w.len() >= n * k && out.len() >= m * n);
+    let packed = Packed::new(xs, m, k, tiles);
+    let count = n.div_ceil(packed.nr);
+    let dst = OutPtr(out.as_mut_ptr());
+    let body = |range: std::ops::Range<usize>| {
+        let (j0, j1) = (range.start * packed.nr, (range.end * packed.nr).min(n));
+        // SAFETY: rows j0..j1 of w; `out` holds m rows of n values, of which this range writes
+        // columns j0..j1 only.
+        unsafe { packed.product_into(&w[j0 * k..j1 * k], j1 - j0, dst.at(j0), n) }
+    };
+    if m * n * k < PARALLEL_MIN || count == 1 {
+        body(0..count);
+    } else {
+        candle_core::utils::barrier_pool().execute_chunked(count, body);
+    }
+}
+
+/// Activation rows repacked for the tiles: blocks of one register's rows, each lane one row,
+/// the k values in order (zeros past m). Made once per product, shared by its threads.
+pub struct Packed {
+    xp: Vec<f32>,
+    m: usize,
+    k: usize,
+    /// Activation rows per register.
+    lanes: usize,
+    /// Weight rows per tile.
+    nr: usize,
+    units: Units,
+}
+
+impl Packed {
+    /// Packs `xs` (m rows of k values) for `tiles`. Panics if the CPU lacks them.
+    pub fn new(xs: &[f32], m: usize, k: usize, tiles: TileIsa) -> Packed {
+        assert!(xs.len() >= m * k && k > 0);
+        #[cfg(target_arch = "x86_64")]
+        let (lanes, nr, units): (usize, usize, Units) = match tiles {
+            TileIsa::Avx512 => {
+                assert!(std::is_x86_feature_detected!("avx512f"), "the AVX-512 tiles need avx512f");
+                (16, 8, x86::units_avx512)
+            }
+            TileIsa::Avx2 => {
+                assert!(crate::gemv::has_fma(), "the AVX2 tiles need avx2 and fma");
+                (8, 6, x86::units_avx2)
+            }
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no f32 tiles on this architecture ({tiles:?}, {m} rows)");
+        let blocks = m.div_ceil(lanes);
+        // xp[(b·k + p)·lanes + l] = row b·lanes + l at column p.
+        let mut xp = vec![0f32; blocks * k * lanes];
+        for (i, row) in xs.chunks_exact(k).take(m).enumerate() {
+            let (b, l) = (i / lanes, i % lanes);
+            for (p, &v) in row.iter().enumerate() {
+                xp[(b * k + p) * lanes + l] = v;
+            }
+        }
+        Packed { xp, m, k, lanes, nr, units }
+    }
+
+    /// `out[i·stride + j] = xs[i] · w[j]` for the `n` weight rows `w` (n, k), on this thread.
+    ///
+    /// # Safety
+    /// `out` must be writable at `i·stride + j` for every i < m, j < n.
+    pub unsafe fn product_into(&self, w: &[f32], n: usize, out: *mut f32, stride: usize) {
+        assert!(w.len() >= n * self.k && n > 0);
+        let s = Shape { m: self.m, n, k: self.k, blocks: self.m.div_ceil(self.lanes), stride };
+        (self.units)(w, &self.xp, s, 0..n.div_ceil(self.nr), &OutPtr(out));
+    }
+}
+
+/// Weight-row units `range` of a product (`NR` rows each) on one thread, compiled for one
+/// register width.
+type Units = unsafe fn(&[f32], &[f32], Shape, std::ops::Range<usize>, &OutPtr);
+
+/// One register of f32 lanes and the operations a tile needs. Implementations are only used
+/// on a CPU with their features (checked by [`Packed::new`]), inlined into a function compiled
+/// with them.
+trait Lanes {
+    const LANES: usize;
+    type V: Copy;
+    unsafe fn zero() -> Self::V;
+    unsafe fn load(p: *const f32) -> Self::V;
+    unsafe fn splat(v: f32) -> Self::V;
+    /// `a · b + c`, one rounding.
+    unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    unsafe fn store(p: *mut f32, v: Self::V);
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Shape {
+    m: usize,
+    /// Weight rows (output columns) of this call.
+    n: usize,
+    k: usize,
+    /// Packed blocks of activation rows.
+    blocks: usize,
+    /// Output row stride.
+    stride: usize,
+}
+
+/// Output columns j0..j0 + NR (fewer at the end) for every activation row: block pairs, then
+/// a last odd block alone.
+#[inline(always)]
+unsafe fn column<L: Lanes, const NR: usize>(w: &[f32], xp: &[f32], s: Shape, j0: usize, out: &OutPtr) {
+    // Past the last weight row, repeat it (those results are dropped).
+    let rows: [*const f32; NR] = std::array::from_fn(|r| w.as_ptr().add((j0 + r).min(s.n - 1) * s.k));
+    let mut b = 0;
+    while b + 2 <= s.blocks {
+        tile::<L, NR, 2>(&rows, xp, s, b, j0, out);
+        b += 2;
+    }
+    if b < s.blocks {
+        tile::<L, NR, 1>(&rows, xp, s, b, j0, out);
+    }
+}
+
+/// MB blocks from block `b` × NR weight rows over the whole k.
+#[inline(always)]
+unsafe fn tile<L: Lanes, const NR: usize, const MB: usize>(
+    rows: &[*const f32; NR],
+    xp: &[f32],
+    s: Shape,
+    b: usize,
+    j0: usize,
+    out: &OutPtr,
+) {
+    let lanes = L::LANES;
+    let xs: [*const f32; MB] = std::array::from_fn(|h| xp.as_ptr().add((b + h) * s.k * lanes));
+    let mut acc = [[L::zero(); MB]; NR];
+    for p in 0..s.k {
+        // SAFETY: p < k values of each packed block and of each weight row.
+        let a: [L::V; MB] = std::array::from_fn(|h| L::load(xs[h].add(p * lanes)));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let wv = L::splat(*rows[r].add(p));
+            for h in 0..MB {
+                acc[h] = L::fmadd(a[h], wv, acc[h]);
+            }
+        }
+    }
+    let mut buf = [0f32; 16];
+    for (r, acc) in acc.iter().enumerate() {
+        let j = j0 + r;
+        if j >= s.n {
+            break;
+        }
+        for (h, &v) in acc.iter().enumerate() {
+            L::store(buf.as_mut_ptr(), v);
+            for (l, &y) in buf[..lanes].iter().enumerate() {
+                let i = (b + h) * lanes + l;
+                if i < s.m {
+                    // SAFETY: (i, j) is in the m × n output and written by this unit only.
+                    *out.at(i * s.stride + j) = y;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{column, Lanes, Shape};
+    use crate::out_ptr::OutPtr;
+
+    /// AVX-512F: 16 lanes.
+    struct Zmm;
+    /// AVX2 + FMA: 8 lanes.
+    struct Ymm;
+
+    /// 16 lanes × 8 weight rows × 2 blocks: 16 accumulators, 2 activation registers, 1 weight.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn units_avx512(w: &[f32], xp: &[f32], s: Shape, range: std::ops::Range<usize>, out: &OutPtr) {
+        for u in range {
+            column::<Zmm, 8>(w, xp, s, u * 8, out);
+        }
+    }
+
+    /// 8 lanes × 6 weight rows × 2 blocks: 12 accumulators, 2 activation registers, 1 weight.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn units_avx2(w: &[f32], xp: &[f32], s: Shape, range: std::ops::Range<usize>, out: &OutPtr) {
+        for u in range {
+            column::<Ymm, 6>(w, xp, s, u * 6, out);
+        }
+    }
+
+    impl Lanes for Zmm {
+        const LANES: usize = 16;
+        type V = __m512;
+        #[inline(always)]
+        unsafe fn zero() -> __m512 {
+            _mm512_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> __m512 {
+            _mm512_loadu_ps(p)
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> __m512 {
+            _mm512_set1_ps(v)
+        }
+        #[inline(always)]
+        unsafe fn fmadd(a: __m512, b: __m512, c: __m512) -> __m512 {
+            _mm512_fmadd_ps(a, b, c)
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: __m512) {
+            _mm512_storeu_ps(p, v)
+        }
+    }
+
+    impl Lanes for Ymm {
+        const LANES: usize = 8;
+        type V = __m256;
+        #[inline(always)]
+        unsafe fn zero() -> __m256 {
+            _mm256_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> __m256 {
+            _mm256_loadu_ps(p)
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> __m256 {
+            _mm256_set1_ps(v)
+        }
+        #[inline(always)]
+        unsafe fn fmadd(a: __m256, b: __m256, c: __m256) -> __m256 {
+            _mm256_fmadd_ps(a, b, c)
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: __m256) {
+            _mm256_storeu_ps(p, v)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).collect()
+    }
+
+    /// Row counts around the lane blocks and their pairs, n off the weight-row tiles, both
+    /// widths (where the CPU has them), against an f64 reference; and each row's result is
+    /// the same bits at every m (it depends on its own row only).
+    #[test]
+    fn tiles_match_a_reference() {
+        let Some(best) = best_isa() else {
+            eprintln!("no AVX2/FMA on this CPU: the tiles are not checked here");
+            return;
+        };
+        let widths: &[TileIsa] =
+            if best == TileIsa::Avx512 { &[TileIsa::Avx2, TileIsa::Avx512] } else { &[TileIsa::Avx2] };
+        let (n, k) = (75, 131);
+        let w = values(n * k, 1);
+        let xs = values(MAX_ROWS * k, 2);
+        for &tiles in widths {
+            let mut first_rows: Option<Vec<f32>> = None;
+            for m in [5, 8, 9, 16, 17, 25, 33, 48, 49, MAX_ROWS] {
+                let mut got = vec![f32::NAN; m * n];
+                product(&w, &xs, m, n, k, tiles, &mut got);
+                for i in 0..m {
+                    for j in 0..n {
+                        let terms = (0..k).map(|l| xs[i * k + l] as f64 * w[j * k + l] as f64);
+                        let (want, mag) = terms.fold((0.0, 0.0), |(s, a), t| (s + t, a + t.abs()));
+                        let tol = k as f64 * f32::EPSILON as f64 * mag;
+                        let g = got[i * n + j] as f64;
+                        assert!((g - want).abs() <= tol, "{tiles:?} m {m} ({i}, {j}): {g} vs {want}");
+                    }
+                }
+                let first = first_rows.get_or_insert_with(|| got[..5 * n].to_vec());
+                assert_eq!(&got[..5 * n], &first[..], "{tiles:?}: rows 0..5 changed with m = {m}");
+            }
+        }
+    }
+
+    /// The tensor entry point takes only its row range and f32 operands.
+    #[test]
+    fn takes_only_its_shapes() -> Result<()> {
+        if best_isa().is_none() {
+            return Ok(());
+        }
+        let dev = &candle_core::Device::Cpu;
+        let (n, k) = (40, 64);
+        let w = values(n * k, 3);
+        for (m, taken) in [(4, false), (5, true), (MAX_ROWS, true), (MAX_ROWS + 1, false)] {
+            let x = Tensor::from_vec(values(m * k, 4), (m, k), dev)?;
+            let y = linear_rows(&x, &w, n, k)?;
+            assert_eq!(y.is_some(), taken, "m {m}");
+            if let Some(y) = y {
+                let want = x.matmul(&Tensor::from_slice(&w, (n, k), dev)?.t()?)?;
+                let diff = (y - want)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+                assert!(diff < 1e-4, "m {m}: {diff}");
+            }
+        }
+        let x = Tensor::from_vec(values(8 * k, 5), (8, k), dev)?.to_dtype(candle_core::DType::BF16)?;
+        assert!(linear_rows(&x, &w, n, k)?.is_none(), "bf16 activations are not this kernel's");
+        Ok(())
+    }
+}
