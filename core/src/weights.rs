@@ -341,20 +341,28 @@ impl Weights {
         Ok(t)
     }
 
-    /// A linear weight stored in the compute dtype, half precision: handed over as shared bytes,
-    /// which a backend whose product kernels read such weights in place keeps (candle): loading
-    /// copies nothing and the weights are resident once, as the file's pages (mapped in one
-    /// call here rather than page by page on the first product). Other weights as
-    /// [`Weights::get_shaped`].
+    /// A linear weight stored in half precision and computed in that dtype or in f32: handed
+    /// over as shared bytes, which a backend whose product kernels read such weights in place
+    /// keeps (candle): loading copies nothing and the weights are resident once, as the file's
+    /// pages (mapped in one call here rather than page by page on the first product). For f32
+    /// compute the handed-over tensor is then converted to f32, which such a backend does
+    /// without a copy (its kernels widen the rows as they read them; widening is exact); a
+    /// backend that copies converts its copy. Other weights as [`Weights::get_shaped`].
     fn get_in_place(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
         let full = self.full_name(name);
         let Some(e) = self.store.entries.get(&full) else { return self.get_shaped(name, shape) };
-        if e.dtype != self.dtype || !matches!(e.dtype, DType::BF16 | DType::F16) || e.shape != shape {
+        let half = matches!(e.dtype, DType::BF16 | DType::F16);
+        if !half || !(e.dtype == self.dtype || self.dtype == DType::F32) || e.shape != shape {
             return self.get_shaped(name, shape);
         }
         let (path, backing) = &self.store.files[e.file];
-        let t = backing.hand_over(&self.backend, e, true);
-        t.map_err(|err| Error::checkpoint(path, format!("tensor `{full}`: {err}")))
+        let located = |err: Error| Error::checkpoint(path, format!("tensor `{full}`: {err}"));
+        let t = backing.hand_over(&self.backend, e, true).map_err(located)?;
+        if t.dtype() == self.dtype {
+            Ok(t)
+        } else {
+            t.to_dtype(self.dtype).map_err(located)
+        }
     }
 
     /// A lookup table (rows, dim) read only through [`Tensor::embedding`], in its stored float

@@ -2,7 +2,9 @@
 //! tables (`Weights::get_table`) read exactly the rows a copied table gives, stay in their stored
 //! dtype, still work in any other op (copied on first use), and refuse bad ids and shapes with
 //! clear errors; half-precision linear weights (`Weights::get_linear` at their stored dtype) give
-//! bit for bit the products of copied weights, for decode and prefill row counts.
+//! bit for bit the products of copied weights, for decode and prefill row counts; computed in
+//! f32, they stay in place as f32 tensors whose products, bytes and other ops are those of the
+//! widened copy.
 
 use infer_backend_candle::CandleBackend;
 use infer_core::{DType, Tensor, Weights};
@@ -86,5 +88,43 @@ fn linear_weights_read_in_place_give_the_products_of_copied_ones() {
         }
         let err = w.get_linear(name, ROWS, DIM + 1).unwrap_err().to_string();
         assert!(err.contains("has shape"), "{err}");
+    }
+}
+
+#[test]
+fn half_linear_weights_computed_in_f32_stay_in_place_as_f32() {
+    let tmp = tempfile::tempdir().unwrap();
+    checkpoint(tmp.path());
+    let backend = CandleBackend::backend().unwrap();
+    let w = Weights::from_dir(tmp.path(), &backend, DType::F32).unwrap();
+    for name in ["table_bf16", "table_f16"] {
+        let in_place = w.get_linear(name, ROWS, DIM).unwrap();
+        let copied = w.get_shaped(name, &[ROWS, DIM]).unwrap();
+        assert_eq!((in_place.dtype(), copied.dtype()), (DType::F32, DType::F32), "{name}");
+        // Widening is exact: the same values, bytes and results of other ops.
+        assert_eq!(in_place.to_bytes().unwrap(), copied.to_bytes().unwrap(), "{name}: bytes");
+        assert_eq!(bits(&in_place.add(&in_place).unwrap()), bits(&copied.add(&copied).unwrap()), "{name}: add");
+        // 1 and 3 rows: the decode kernel; 5 and 40: the panels (f32 tiles); 300: the panels (gemm).
+        for rows in [1, 3, 5, 40, 300] {
+            let xs: Vec<f32> = (0..rows * DIM).map(|i| (i as f32 * 0.37).sin()).collect();
+            let x = Tensor::from_f32(&backend, &xs, &[rows, DIM]).unwrap();
+            let got = x.linear(&in_place, None).unwrap();
+            assert_eq!((got.dims(), got.dtype()), (&[rows, ROWS][..], DType::F32), "{name}, {rows} rows");
+            let (got, wf) = (got.to_vec_f32().unwrap(), copied.to_vec_f32().unwrap());
+            for i in 0..rows {
+                for j in 0..ROWS {
+                    let terms = (0..DIM).map(|l| xs[i * DIM + l] as f64 * wf[j * DIM + l] as f64);
+                    let (want, mag) = terms.fold((0.0, 0.0), |(s, a), t| (s + t, a + t.abs()));
+                    // f32 accumulation in any order: at most k · eps · Σ|terms| away.
+                    let tol = DIM as f64 * f32::EPSILON as f64 * mag;
+                    let g = got[i * ROWS + j] as f64;
+                    assert!((g - want).abs() <= tol, "{name}, {rows} rows, ({i}, {j}): {g} vs {want}");
+                }
+            }
+        }
+        // f32 activations only: a bf16 input against the f32-typed weight is refused clearly.
+        let x = Tensor::from_f32(&backend, &[0.5; DIM], &[1, DIM]).unwrap().to_dtype(DType::BF16).unwrap();
+        let err = x.linear(&in_place, None).unwrap_err().to_string();
+        assert!(err.contains("convert"), "{name}: {err}");
     }
 }

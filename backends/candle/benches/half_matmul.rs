@@ -18,8 +18,8 @@ mod common;
 use common::{best, values};
 
 use candle_core::{DType, Device, Tensor};
-use infer_backend_candle::gemv::{self, Bf16Kernel};
 use infer_backend_candle::f32_tiles::{self, TileIsa};
+use infer_backend_candle::gemv::{self, Bf16Kernel};
 use infer_backend_candle::half_gemm::{self, HalfKernel};
 
 /// (n, k) weight shapes: Voxtral Realtime's 4B decoder (d 3072, FFN 9216).
@@ -114,7 +114,8 @@ fn main() {
                 continue;
             }
             let flops = 2.0 * (m * n * k) as f64;
-            let row = |path: &str, s: f64| println!("| {n}x{k} | {m} | {path} | {:.2} | {:.1} |", s * 1e3, flops / s / 1e9);
+            let row =
+                |path: &str, s: f64| println!("| {n}x{k} | {m} | {path} | {:.2} | {:.1} |", s * 1e3, flops / s / 1e9);
             let (w, x) = (tensor(n, k, 1, DType::F32), tensor(m, k, 2, DType::F32));
             let wt = w.t().unwrap();
             row("candle matmul (gemm)", best(5, || drop(x.matmul(&wt).unwrap())));

@@ -39,12 +39,14 @@ pub fn try_linear_with(x: &Tensor, w: &Tensor, bf16: Bf16Kernel) -> Result<Optio
 /// [`try_linear_with`] on the weight rows `w` (n, k) wherever they are.
 pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, bf16: Bf16Kernel) -> Result<Option<Tensor>> {
     let (m, kx) = x.dims2()?;
-    if m == 0 || m > MAX_ROWS || k != kx || k == 0 || n == 0 || x.dtype() != w.dtype() || w.numel() != n * k {
+    // f32 activations also take half-precision rows (widened as they are read).
+    let dtypes_fit = x.dtype() == w.dtype() || (x.dtype() == C::F32 && matches!(w.dtype(), C::BF16 | C::F16));
+    if m == 0 || m > MAX_ROWS || k != kx || k == 0 || n == 0 || !dtypes_fit || w.numel() != n * k {
         return Ok(None);
     }
     let kernel = bf16.min(detected_bf16_kernel());
-    // x is bf16 when w is (the dtypes match): for `vdpbf16ps` its bf16 values are exact operands.
-    let bf16_pairs = w.dtype() == C::BF16 && kernel == Bf16Kernel::Avx512Bf16;
+    // For `vdpbf16ps` bf16 activations are exact operands; f32 ones stay f32 (the widening kernel).
+    let bf16_pairs = w.dtype() == C::BF16 && x.dtype() == C::BF16 && kernel == Bf16Kernel::Avx512Bf16;
     let (xf, xb) = if bf16_pairs {
         (Vec::new(), x.flatten_all()?.to_vec1::<bf16>()?)
     } else {

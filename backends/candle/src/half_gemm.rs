@@ -91,11 +91,13 @@ pub fn try_linear_with(x: &Tensor, w: &Tensor, kernel: HalfKernel) -> Result<Opt
 /// [`try_linear_with`] on the weight rows `w` (n, k) wherever they are.
 pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, kernel: HalfKernel) -> Result<Option<Tensor>> {
     let (m, kx) = x.dims2()?;
-    if m == 0 || k == 0 || n == 0 || k != kx || x.dtype() != w.dtype() || w.numel() != n * k {
+    // f32 activations also take half-precision weights (the panels widen them).
+    let widening = x.dtype() == C::F32 && matches!(w.dtype(), C::BF16 | C::F16);
+    if m == 0 || k == 0 || n == 0 || k != kx || (x.dtype() != w.dtype() && !widening) || w.numel() != n * k {
         return Ok(None);
     }
     #[cfg(target_arch = "x86_64")]
-    if let WeightRows::Bf16(w) = w {
+    if let (WeightRows::Bf16(w), false) = (w, widening) {
         let amx = kernel >= HalfKernel::Amx && amx_available();
         if amx || (kernel >= HalfKernel::Dpbf16 && k.is_multiple_of(2) && tiles::available()) {
             // x is bf16 too (the dtypes match): its values are exact tile operands.
@@ -186,7 +188,8 @@ pub fn product<T: Half>(w: &[T], xs: &[f32], m: usize, n: usize, k: usize, rows:
     let ptr = OutPtr(out.as_mut_ptr());
     // Up to f32_tiles::MAX_ROWS rows, each panel goes through the f32 register tiles (no
     // packing of the panel; the activations are packed once here); more rows through gemm.
-    let tiles = f32_tiles::best_isa().filter(|_| m <= f32_tiles::MAX_ROWS).map(|isa| f32_tiles::Packed::new(xs, m, k, isa));
+    let tiles =
+        f32_tiles::best_isa().filter(|_| m <= f32_tiles::MAX_ROWS).map(|isa| f32_tiles::Packed::new(xs, m, k, isa));
     let body = |range: std::ops::Range<usize>| {
         PANEL.with_borrow_mut(|panel| {
             for u in range {

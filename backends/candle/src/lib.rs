@@ -12,10 +12,10 @@ pub mod attention;
 pub mod conv;
 mod conv_direct;
 mod conv_transpose;
-pub mod f32_tiles;
 pub mod convert;
 pub mod elementwise;
 pub mod error;
+pub mod f32_tiles;
 mod fused_attention;
 pub mod gemv;
 pub mod ggml;
@@ -163,7 +163,8 @@ impl BackendImpl for CandleBackend {
             let bytes = match t {
                 CandleTensor::Dense(x) => convert::dense_to_bytes(x),
                 CandleTensor::Quant(q) => quant::to_bytes(q),
-                CandleTensor::Mapped(m) => Ok(m.bytes().to_vec()),
+                CandleTensor::Mapped(m) if m.stored_dtype() == m.dtype() => Ok(m.bytes().to_vec()),
+                CandleTensor::Mapped(m) => m.dense().and_then(convert::dense_to_bytes),
             };
             bytes
                 .map(RVec::from)

@@ -2,6 +2,7 @@
 
 use candle_core::{DType as C, Result, Tensor};
 
+use crate::convert;
 use crate::mapped::MappedTensor;
 use crate::quant;
 use crate::tensor::CandleTensor;
@@ -75,12 +76,15 @@ fn dense_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     y.reshape(out)
 }
 
-/// A weight left in the checkpoint's pages: the row kernels read it in place; a product they do
-/// not take (f32 weights beyond decode rows, misaligned bytes) runs on a copy.
+/// A weight left in the checkpoint's pages: the row kernels read it in place (a bf16 / f16
+/// weight seen as f32 with f32 activations, its rows widened as they are read); a product they
+/// do not take (f32 weights beyond the tiles' rows, misaligned bytes) runs on a copy.
 fn mapped_linear(x: &Tensor, w: &MappedTensor) -> Result<Tensor> {
     let Some(rows) = w.rows() else { return dense_linear(x, w.dense()?) };
     let &[n, k] = w.dims() else { candle_core::bail!("a linear weight must be 2-D, got {:?}", w.dims()) };
-    let (x2, out) = product_input(x, rows.dtype(), n, k)?;
+    // The dtype ops see: a widened half-precision weight takes f32 activations.
+    let dtype = convert::to_candle_dtype(w.dtype()).unwrap_or(rows.dtype());
+    let (x2, out) = product_input(x, dtype, n, k)?;
     match rows_product(&x2, rows, n, k)? {
         Some(y) => y.reshape(out),
         None => dense_linear(x, w.dense()?),

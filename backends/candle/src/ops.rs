@@ -20,6 +20,12 @@ pub fn exec(op: Op<'_>, inputs: &[&TensorObj]) -> Result<TensorObj> {
     let name = op.name();
     let ts = inputs.iter().map(|o| downcast(o, name)).collect::<Result<Vec<&CandleTensor>>>()?;
     op.check_arity(ts.len(), || describe(&ts))?;
+    // A mapped half-precision weight seen as f32 stays mapped (its rows widen as they are read).
+    if let (Op::ToDType(to), [CandleTensor::Mapped(m)]) = (&op, ts.as_slice()) {
+        if let Some(wide) = m.widened(*to) {
+            return Ok(CandleTensor::Mapped(std::sync::Arc::new(wide)).into_obj());
+        }
+    }
     let out = match op {
         Op::ToDType(to) if to.is_quantized() => {
             ts[0].dense(name).and_then(|t| quant::quantize(t, to)).map(|q| CandleTensor::Quant(q).into_obj())
