@@ -27,6 +27,12 @@ use super::Codec12Hz;
 /// (qwen-tts 0.1.1 `Qwen3TTSTokenizerV2Decoder.chunked_decode(chunk_size=300, left_context_size=25)`).
 pub const SEGMENT_FRAMES: usize = 300;
 pub const SEGMENT_CONTEXT: usize = 25;
+/// Most frames one decoder pass takes: a longer push runs in passes of this many (the carry
+/// makes that the same decode, within the streaming bound the tests check). A pass's
+/// activations grow with its frames (the last block's are 96 channels × 1920 samples a frame,
+/// 0.7 MB each), so one pass over a long utterance made them hundreds of MB and ran slower:
+/// 200 frames (16 s) took 8.2 s in one pass at 1.7 GB peak RSS.
+pub const MAX_PASS_FRAMES: usize = 25;
 
 /// A stateful decoder made by [`Codec12Hz::decode_stream`].
 pub struct DecodeStream<'a> {
@@ -56,7 +62,7 @@ impl<'a> DecodeStream<'a> {
             if self.in_segment == SEGMENT_FRAMES {
                 self.start_segment()?;
             }
-            let n = rest.len().min(SEGMENT_FRAMES - self.in_segment);
+            let n = rest.len().min(SEGMENT_FRAMES - self.in_segment).min(MAX_PASS_FRAMES);
             let (now, later) = rest.split_at(n);
             out.extend(self.codec.decode_frames(now, &mut self.carry)?);
             for f in now {
