@@ -33,35 +33,40 @@ pub fn snake(x: &Tensor, alpha: &Tensor, inv_beta: &Tensor) -> Result<Tensor> {
     }
     let factors = |v: &Tensor| v.to_dtype(C::F32)?.flatten_all()?.to_vec1::<f32>();
     let (alpha, inv_beta) = (factors(alpha)?, factors(inv_beta)?);
-    let x = x.contiguous()?;
+    // Rows read where they lie when each is contiguous (a causal conv's output narrowed to its
+    // kept columns is such a view): no copy of the input first.
+    let x = if x.stride()[2] == 1 { x.clone() } else { x.contiguous()? };
     let (storage, layout) = x.storage_and_layout();
-    let xs = match (&*storage, layout.contiguous_offsets()) {
-        (Storage::Cpu(CpuStorage::F32(v)), Some((lo, hi))) => &v[lo..hi],
-        _ => candle_core::bail!("snake: expected a contiguous f32 CPU tensor"),
+    let Storage::Cpu(CpuStorage::F32(xs)) = &*storage else {
+        candle_core::bail!("snake: expected an f32 CPU tensor");
     };
-    let mut out: Vec<f32> = Vec::with_capacity(xs.len());
+    let (start, s0, s1) = (layout.start_offset(), layout.stride()[0], layout.stride()[1]);
+    let row_at = |row: usize| start + (row / c) * s0 + (row % c) * s1;
+    let n = b * c * t;
+    let mut out: Vec<f32> = Vec::with_capacity(n);
     let dst = OutPtr(out.as_mut_ptr());
     // Work items: `CHUNK`-value pieces of each (batch, channel) row.
     let per_row = t.div_ceil(CHUNK).max(1);
     let run = |items: std::ops::Range<usize>| {
         for item in items {
             let (row, piece) = (item / per_row, item % per_row);
-            let (lo, hi) = (row * t + piece * CHUNK, row * t + ((piece + 1) * CHUNK).min(t));
+            let (lo, hi) = (piece * CHUNK, ((piece + 1) * CHUNK).min(t));
             let ch = row % c;
             // SAFETY: the items' ranges are disjoint and inside the buffer's capacity; every
             // value is written before `set_len` below.
-            let o = unsafe { std::slice::from_raw_parts_mut(dst.at(lo), hi - lo) };
-            snake_values(&xs[lo..hi], alpha[ch], inv_beta[ch], o);
+            let o = unsafe { std::slice::from_raw_parts_mut(dst.at(row * t + lo), hi - lo) };
+            let from = row_at(row);
+            snake_values(&xs[from + lo..from + hi], alpha[ch], inv_beta[ch], o);
         }
     };
     let items = b * c * per_row;
-    if xs.len() < CHUNK || items < 2 {
+    if n < CHUNK || items < 2 {
         run(0..items);
     } else {
         candle_core::utils::barrier_pool().execute_chunked(items, run);
     }
     // SAFETY: the items covered every value of the (b, c, t) output.
-    unsafe { out.set_len(xs.len()) };
+    unsafe { out.set_len(n) };
     Tensor::from_vec(out, (b, c, t), x.device())
 }
 

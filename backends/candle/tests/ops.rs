@@ -1155,6 +1155,13 @@ fn snake_equals_its_composition_exactly() {
         for (i, (f, w)) in fused.iter().zip(&composed).enumerate() {
             assert!(f.to_bits() == w.to_bits() || (f.is_nan() && w.is_nan()), "{c}x{l} value {i}: {f} vs {w}");
         }
+        // A view whose rows are contiguous (narrowed along time) is read in place: the same
+        // values as its contiguous copy.
+        let view = x.narrow(2, 1, l - 2).unwrap();
+        let got = view.snake(&a, &ib).unwrap().to_vec_f32().unwrap();
+        let want = view.contiguous().unwrap().snake(&a, &ib).unwrap().to_vec_f32().unwrap();
+        let same = got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()));
+        assert!(same && got.len() == c * (l - 2), "{c}x{l}: snake of a narrowed view");
     }
 }
 
