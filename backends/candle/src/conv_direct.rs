@@ -12,7 +12,8 @@
 //! every thread has several; within an item the input channels go in groups of 128 so the rows
 //! a chunk reads stay in L2 while every channel block passes over them. Blocks whose window
 //! hangs over either end of the input (padding, or the last partial block) read a zero-padded
-//! copy of their window and write through a small buffer. The sum for each output runs in the
+//! copy of their window, made once per work item and input-channel group for all its channel
+//! blocks, and write through a small buffer. The sum for each output runs in the
 //! same order on every thread count: bias, then input channels and taps in order.
 
 use crate::out_ptr::OutPtr;
@@ -94,7 +95,7 @@ pub(crate) fn conv1d_accumulate(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shap
     let splits = s.cout.div_ceil(rows_per_split);
     let dst = OutPtr(out.as_mut_ptr());
     let run = |items: std::ops::Range<usize>| {
-        let mut edge = EdgeBuffers::new(s.cin, s.span());
+        let mut edge = EdgeBuffers::new();
         for item in items {
             let (c, split) = (item / splits, item % splits);
             let (bi, t0) = (c / chunks_per_item, c % chunks_per_item * chunk);
@@ -114,28 +115,47 @@ pub(crate) fn conv1d_accumulate(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shap
     }
 }
 
-/// Scratch for the blocks whose window leaves the input: a zero-padded copy of the window's
-/// rows and a block of output.
+/// Scratch for the blocks whose window leaves the input: zero-padded copies of those windows'
+/// rows for the current input-channel group (made once per group and reused by every channel
+/// block: a padded convolution's edge blocks would otherwise copy their window once per 6
+/// output channels) and a block of output.
 struct EdgeBuffers {
-    window: Vec<f32>,
+    /// The windows of `starts`, one after another (`CIN_GROUP.min(cin)` rows of `width` each).
+    windows: Vec<f32>,
+    /// First output column of each cached window.
+    starts: Vec<usize>,
     out: [f32; ROWS * COLS],
 }
 
 impl EdgeBuffers {
-    fn new(cin: usize, span: usize) -> Self {
-        EdgeBuffers { window: vec![0.0; CIN_GROUP.min(cin) * (COLS + span - 1)], out: [0.0; ROWS * COLS] }
+    fn new() -> Self {
+        EdgeBuffers { windows: Vec::new(), starts: Vec::new(), out: [0.0; ROWS * COLS] }
     }
 
-    /// Rows `g0..g0 + g` of `x` (`l` columns each) from column `first` (may be negative),
-    /// `width` columns, zero outside `0..l`, into `window`.
-    fn fill_window(&mut self, x: &[f32], l: usize, (g0, g): (usize, usize), first: isize, width: usize) {
-        for (ci, row) in self.window.chunks_exact_mut(width).take(g).enumerate() {
-            let xr = &x[(g0 + ci) * l..(g0 + ci + 1) * l];
-            for (u, v) in row.iter_mut().enumerate() {
-                let pos = first + u as isize;
-                *v = if pos >= 0 && (pos as usize) < l { xr[pos as usize] } else { 0.0 };
+    /// Caches the windows of the edge blocks `starts` for rows `g0..g0 + g` of `x` (`l`
+    /// columns each): from column `b0 - padding` (may be negative), `width` columns, zero
+    /// outside `0..l`.
+    fn fill(&mut self, x: &[f32], s: &Shape, (g0, g): (usize, usize), starts: &[usize]) {
+        let width = COLS + s.span() - 1;
+        self.windows.resize(starts.len() * g * width, 0.0);
+        for (window, &b0) in self.windows.chunks_exact_mut(g * width).zip(starts) {
+            let first = b0 as isize - s.padding as isize;
+            for (ci, row) in window.chunks_exact_mut(width).enumerate() {
+                let xr = &x[(g0 + ci) * s.l..(g0 + ci + 1) * s.l];
+                for (u, v) in row.iter_mut().enumerate() {
+                    let pos = first + u as isize;
+                    *v = if pos >= 0 && (pos as usize) < s.l { xr[pos as usize] } else { 0.0 };
+                }
             }
         }
+        self.starts.clear();
+        self.starts.extend_from_slice(starts);
+    }
+
+    /// The cached window of the edge block at output column `b0` (`g` rows of `width`).
+    fn window(&self, b0: usize, g: usize, width: usize) -> &[f32] {
+        let i = self.starts.iter().position(|&b| b == b0).expect("edge windows are cached per group");
+        &self.windows[i * g * width..(i + 1) * g * width]
     }
 }
 
@@ -154,50 +174,54 @@ unsafe fn chunk_accumulate(
 ) {
     let span = s.span();
     let ck = s.cin * s.k;
+    // Input positions b0 - padding .. b0 - padding + COLS + span - 1 are read.
+    let interior = |b0: usize| b0 >= s.padding && b0 + COLS <= s.l_out && b0 - s.padding + COLS + span - 1 <= s.l;
+    let edges: Vec<usize> = (t0..t1).step_by(COLS).filter(|&b0| !interior(b0)).collect();
     for g0 in (0..s.cin).step_by(CIN_GROUP) {
         let g = CIN_GROUP.min(s.cin - g0);
+        if !edges.is_empty() {
+            // This item's edge windows for this group, shared by all its channel blocks.
+            edge.fill(x, &s, (g0, g), &edges);
+        }
         for r0 in (c0..c1).step_by(ROWS) {
             let rows = ROWS.min(c1 - r0);
             let w = ws.as_ptr().add(r0 * ck + g0 * s.k);
             for b0 in (t0..t1).step_by(COLS) {
-                // Input positions b0 - padding .. b0 - padding + COLS + span - 1 are read.
-                let interior = b0 >= s.padding && b0 + COLS <= s.l_out && b0 - s.padding + COLS + span - 1 <= s.l;
-                if interior {
+                if interior(b0) {
                     let x = x.as_ptr().add(g0 * s.l + b0 - s.padding);
                     let out = out.add(r0 * s.l_out + b0);
                     block(rows, s.operands(x, s.l, w, g, out, s.l_out));
                 } else {
-                    edge_block(x, w, out, s, (g0, g), (r0, rows), b0, edge);
+                    edge_block(w, out, s, g, (r0, rows), b0, edge);
                 }
             }
         }
     }
 }
 
-/// A block whose window leaves the input or whose columns pass `l_out`.
+/// A block whose window leaves the input or whose columns pass `l_out` (its window cached in
+/// `edge` for the current input-channel group).
 ///
 /// # Safety
 /// As [`chunk_accumulate`]; `w` points at the block's weight row r0, input channel g0.
-#[allow(clippy::too_many_arguments)]
 unsafe fn edge_block(
-    x: &[f32],
     w: *const f32,
     out: *mut f32,
     s: Shape,
-    (g0, g): (usize, usize),
+    g: usize,
     (r0, rows): (usize, usize),
     b0: usize,
     edge: &mut EdgeBuffers,
 ) {
     let width = COLS + s.span() - 1;
-    edge.fill_window(x, s.l, (g0, g), b0 as isize - s.padding as isize, width);
     let cols = COLS.min(s.l_out - b0);
     for r in 0..rows {
         let o = &mut edge.out[r * COLS..(r + 1) * COLS];
         o.fill(0.0);
         std::ptr::copy_nonoverlapping(out.add((r0 + r) * s.l_out + b0), o.as_mut_ptr(), cols);
     }
-    block(rows, s.operands(edge.window.as_ptr(), width, w, g, edge.out.as_mut_ptr(), COLS));
+    let window = edge.window(b0, g, width).as_ptr();
+    block(rows, s.operands(window, width, w, g, edge.out.as_mut_ptr(), COLS));
     for r in 0..rows {
         std::ptr::copy_nonoverlapping(edge.out.as_ptr().add(r * COLS), out.add((r0 + r) * s.l_out + b0), cols);
     }
