@@ -3,8 +3,10 @@
 //! (an audio codec's activations are 10–20 MB each); with glibc's defaults many of them are fresh
 //! `mmap`s or trimmed heap, so every op pays first-touch page faults again. Measured on the
 //! Qwen3-TTS codec decode (2 s of audio, 2 threads): ~20% faster, same peak RSS
-//! (docs/benchmarks.md). On a small text model it only added ~2% to peak RSS (Gemma 3 270M:
-//! 370 -> 377 MB, prefill and decode unchanged), so the CLI applies it to the audio commands.
+//! (docs/benchmarks.md). A bf16 text model's prefill gains as much (Qwen3-0.6B's shape, 128
+//! tokens, 2 threads on a Xeon with AMX: 128-140 -> 168-181 tok/s); a small GGUF model's
+//! prefill and decode are unchanged, at ~2% more peak RSS (Gemma 3 270M: 370 -> 378 MB). The
+//! CLI applies it to every command; a host that embeds the library chooses for itself.
 
 /// Large allocations below this stay on the heap (glibc caps the setting at 32 MiB on 64-bit).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

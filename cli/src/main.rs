@@ -116,11 +116,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    // Audio models allocate and free large activations per op: keep freed memory for reuse
-    // there. Text models gain nothing from it and would hold ~2% more peak memory.
-    if matches!(cli.command, Command::Speak(_) | Command::Voice(_) | Command::Transcribe(_)) {
-        allocator::keep_freed_memory_for_reuse();
-    }
+    // Every op allocates its output and frees its inputs: keep freed memory for reuse, so a
+    // forward pass does not pay first-touch page faults for the same buffers again.
+    allocator::keep_freed_memory_for_reuse();
     let result = (|| {
         if let Some(n) = cli.threads {
             anyhow::ensure!(n > 0, "--threads 0: expected at least one thread");

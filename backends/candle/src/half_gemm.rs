@@ -111,7 +111,7 @@ pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, kernel: Ha
             }
             #[cfg(not(target_os = "linux"))]
             tiles::product(w, &xb, m, n, k, &mut out);
-            return Tensor::from_vec(out, (m, n), x.device())?.to_dtype(x.dtype()).map(Some);
+            return narrowed(out, (m, n), x.dtype()).map(Some);
         }
     }
     let _ = kernel;
@@ -126,7 +126,45 @@ pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, kernel: Ha
         }
         WeightRows::F32(_) => return Ok(None),
     }
-    Tensor::from_vec(out, (m, n), x.device())?.to_dtype(x.dtype()).map(Some)
+    narrowed(out, (m, n), x.dtype()).map(Some)
+}
+
+/// Elements per work item of [`narrowed`]: large enough to amortize a hand-out, small enough
+/// that a prefill-sized product (a few hundred thousand values) splits across the threads.
+const NARROW_PIECE: usize = 1 << 14;
+
+/// The f32 product `out` as a tensor of `dtype`: bf16 and f16 rounded as `from_f32` rounds (to
+/// nearest, ties to even), in parallel pieces, straight into the tensor's buffer.
+fn narrowed(out: Vec<f32>, shape: (usize, usize), dtype: C) -> Result<Tensor> {
+    fn each<T: Copy + Send>(out: &[f32], round: impl Fn(f32) -> T + Sync) -> Vec<T> {
+        let n = out.len();
+        let mut v: Vec<T> = Vec::with_capacity(n);
+        let dst = OutPtr(v.spare_capacity_mut().as_mut_ptr());
+        let fill = |pieces: std::ops::Range<usize>| {
+            for piece in pieces {
+                let (start, end) = (piece * NARROW_PIECE, ((piece + 1) * NARROW_PIECE).min(n));
+                for (i, &value) in out[start..end].iter().enumerate() {
+                    // SAFETY: pieces are disjoint and inside the first n elements of the capacity.
+                    unsafe { (*dst.at(start + i)).write(round(value)) };
+                }
+            }
+        };
+        let pieces = n.div_ceil(NARROW_PIECE);
+        if pieces < 2 {
+            fill(0..pieces);
+        } else {
+            candle_core::utils::barrier_pool().execute_chunked(pieces, fill);
+        }
+        // SAFETY: every piece of 0..n was written above.
+        unsafe { v.set_len(n) };
+        v
+    }
+    let dev = &candle_core::Device::Cpu;
+    match dtype {
+        C::BF16 => Tensor::from_vec(each(&out, bf16::from_f32), shape, dev),
+        C::F16 => Tensor::from_vec(each(&out, f16::from_f32), shape, dev),
+        _ => Tensor::from_vec(out, shape, dev)?.to_dtype(dtype),
+    }
 }
 
 /// candle's thread count, looked up once (the lookup may read /proc/cpuinfo).
@@ -373,6 +411,27 @@ mod tests {
 
     fn values(n: usize, seed: u32) -> Vec<f32> {
         (0..n).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).collect()
+    }
+
+    /// The parallel narrowing rounds every value as candle's cast does, bit for bit: ties,
+    /// subnormals, infinities and NaN included, over several pieces and a short last one.
+    #[test]
+    fn narrowing_matches_candles_cast() {
+        let n = 2 * NARROW_PIECE + 77;
+        let mut v: Vec<f32> = (0..n as u32).map(|i| f32::from_bits(i.wrapping_mul(2654435761))).collect();
+        v[..6].copy_from_slice(&[f32::NAN, f32::INFINITY, -f32::INFINITY, 1.0 + f32::EPSILON * 32768.0, 1e-40, -0.0]);
+        for dtype in [C::BF16, C::F16, C::F32] {
+            let want = Tensor::from_vec(v.clone(), (n,), &candle_core::Device::Cpu).unwrap().to_dtype(dtype).unwrap();
+            let got = narrowed(v.clone(), (1, n), dtype).unwrap().flatten_all().unwrap();
+            let bits = |t: &Tensor| -> Vec<u32> {
+                match dtype {
+                    C::BF16 => t.to_vec1::<bf16>().unwrap().iter().map(|x| x.to_bits() as u32).collect(),
+                    C::F16 => t.to_vec1::<f16>().unwrap().iter().map(|x| x.to_bits() as u32).collect(),
+                    _ => t.to_vec1::<f32>().unwrap().iter().map(|x| x.to_bits()).collect(),
+                }
+            };
+            assert_eq!(bits(&got), bits(&want), "{dtype:?}");
+        }
     }
 
     /// Several panels with a short last one, against an f64 reference of the rounded operands.
