@@ -167,18 +167,17 @@ fn rope_apply<E: RopeElem + Default>(x: &[E], cos: &[E], sin: &[E], t: usize, d:
             let r_ = E::round;
             match layout {
                 RopeLayout::SplitHalf => {
-                    let (x1, x2) = xw[..d].split_at(half);
-                    let (y1, y2) = yw[..d].split_at_mut(half);
-                    for i in 0..half {
-                        y1[i] = r_(r_(x1[i] * cw[i]) - r_(x2[i] * sw[i]));
-                        y2[i] = r_(r_(x1[i] * sw[i]) + r_(x2[i] * cw[i]));
+                    for (i, (&c, &s)) in cw[..half].iter().zip(&sw[..half]).enumerate() {
+                        let (a, b) = (xw[i], xw[i + half]);
+                        yw[i] = r_(r_(a * c) - r_(b * s));
+                        yw[i + half] = r_(r_(a * s) + r_(b * c));
                     }
                 }
                 RopeLayout::Interleaved => {
-                    for i in 0..half {
+                    for (i, (&c, &s)) in cw[..half].iter().zip(&sw[..half]).enumerate() {
                         let (a, b) = (xw[2 * i], xw[2 * i + 1]);
-                        yw[2 * i] = r_(r_(a * cw[i]) - r_(b * sw[i]));
-                        yw[2 * i + 1] = r_(r_(a * sw[i]) + r_(b * cw[i]));
+                        yw[2 * i] = r_(r_(a * c) - r_(b * s));
+                        yw[2 * i + 1] = r_(r_(a * s) + r_(b * c));
                     }
                 }
             }
