@@ -217,18 +217,26 @@ fn map_act(x: &Tensor, act: Act) -> Result<Option<Tensor>> {
 
 /// `act_chunk` over `src` into a new buffer, split across candle's pool when large.
 fn map_par<T: Copy + Default + Send + Sync>(act: Act, src: &[T], act_chunk: fn(Act, &[T], &mut [T])) -> Vec<T> {
-    let mut out = vec![T::default(); src.len()];
-    if src.len() < ACT_PARALLEL_MIN {
-        act_chunk(act, src, &mut out);
+    fill_par(src.len(), |r, out| act_chunk(act, &src[r], out))
+}
+
+/// A new buffer of `len` values, `fill(range, out)` writing the values of `range` into `out`:
+/// one call when small, else chunks of [`ACT_CHUNK`] split across candle's pool.
+fn fill_par<T: Copy + Default + Send + Sync>(
+    len: usize,
+    fill: impl Fn(std::ops::Range<usize>, &mut [T]) + Sync,
+) -> Vec<T> {
+    let mut out = vec![T::default(); len];
+    if len < ACT_PARALLEL_MIN {
+        fill(0..len, &mut out);
     } else {
         let dst = OutPtr(out.as_mut_ptr());
-        let chunks = src.len().div_ceil(ACT_CHUNK);
-        candle_core::utils::barrier_pool().execute_chunked(chunks, |r| {
+        candle_core::utils::barrier_pool().execute_chunked(len.div_ceil(ACT_CHUNK), |r| {
             let dst = &dst;
-            let (lo, hi) = (r.start * ACT_CHUNK, (r.end * ACT_CHUNK).min(src.len()));
+            let (lo, hi) = (r.start * ACT_CHUNK, (r.end * ACT_CHUNK).min(len));
             // SAFETY: each chunk index goes to one worker; the ranges are disjoint and in bounds.
             let d = unsafe { std::slice::from_raw_parts_mut(dst.at(lo), hi - lo) };
-            act_chunk(act, &src[lo..hi], d);
+            fill(lo..hi, d);
         });
     }
     out
@@ -284,21 +292,7 @@ where
             d.convert_from_f32_slice(&wa[..n]);
         }
     };
-    let mut out = vec![E::default(); a.len()];
-    if a.len() < ACT_PARALLEL_MIN {
-        block(a, b, &mut out);
-    } else {
-        let dst = OutPtr(out.as_mut_ptr());
-        let chunks = a.len().div_ceil(ACT_CHUNK);
-        candle_core::utils::barrier_pool().execute_chunked(chunks, |r| {
-            let dst = &dst;
-            let (lo, hi) = (r.start * ACT_CHUNK, (r.end * ACT_CHUNK).min(a.len()));
-            // SAFETY: each chunk index goes to one worker; the ranges are disjoint and in bounds.
-            let d = unsafe { std::slice::from_raw_parts_mut(dst.at(lo), hi - lo) };
-            block(&a[lo..hi], &b[lo..hi], d);
-        });
-    }
-    out
+    fill_par(a.len(), |r, out| block(&a[r.clone()], &b[r], out))
 }
 
 /// `act` of bf16 or f16 values: each block widened to f32, [`act_slice`], rounded back.
