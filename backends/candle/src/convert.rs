@@ -75,20 +75,29 @@ unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
 
 /// A `Vec` of `n` elements, `fill(start, out)` writing every element of `out` (elements
-/// `start..start + out.len()`), in parallel pieces when large.
+/// `start..start + out.len()`), in parallel pieces of [`PIECE`] when large.
 fn filled<T: Send>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync) -> Vec<T> {
+    filled_in_pieces(n, PIECE, fill)
+}
+
+/// [`filled`] with pieces of `piece` elements: one call below two pieces.
+pub(crate) fn filled_in_pieces<T: Send>(
+    n: usize,
+    piece: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
+) -> Vec<T> {
     let mut v: Vec<T> = Vec::with_capacity(n);
     let spare = &mut v.spare_capacity_mut()[..n];
-    if n < 2 * PIECE {
+    if n < 2 * piece {
         fill(0, spare);
     } else {
         let p = SendPtr(spare.as_mut_ptr());
-        candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(PIECE), |pieces| {
+        candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(piece), |pieces| {
             let p = &p;
-            for piece in pieces {
-                let start = piece * PIECE;
+            for i in pieces {
+                let start = i * piece;
                 // SAFETY: pieces are disjoint and inside the first `n` elements of the capacity.
-                let out = unsafe { std::slice::from_raw_parts_mut(p.0.add(start), PIECE.min(n - start)) };
+                let out = unsafe { std::slice::from_raw_parts_mut(p.0.add(start), piece.min(n - start)) };
                 fill(start, out);
             }
         });

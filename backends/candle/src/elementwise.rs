@@ -100,12 +100,10 @@ pub fn binary(a: &Tensor, b: &Tensor, op: BinaryOp) -> Result<Tensor> {
         d = C::F32;
     }
     let (a, b) = (cast(a, d)?, cast(b, d)?);
-    let same = a.dims() == b.dims();
-    if same {
-        if let Some(y) = half_binary(&a, &b, op)? {
-            return Ok(y);
-        }
+    if let Some(y) = half_binary(&a, &b, op)? {
+        return Ok(y);
     }
+    let same = a.dims() == b.dims();
     match (op, same) {
         (BinaryOp::Add, true) => a.add(&b),
         (BinaryOp::Sub, true) => a.sub(&b),

@@ -311,9 +311,7 @@ mod x86 {
 mod tests {
     use super::*;
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).collect()
-    }
+    use crate::bench_common::values;
 
     /// Row counts around the lane blocks and their pairs, n off the weight-row tiles, both
     /// widths (where the CPU has them), against an f64 reference; and each row's result is

@@ -136,28 +136,12 @@ const NARROW_PIECE: usize = 1 << 14;
 /// The f32 product `out` as a tensor of `dtype`: bf16 and f16 rounded as `from_f32` rounds (to
 /// nearest, ties to even), in parallel pieces, straight into the tensor's buffer.
 fn narrowed(out: Vec<f32>, shape: (usize, usize), dtype: C) -> Result<Tensor> {
-    fn each<T: Copy + Send>(out: &[f32], round: impl Fn(f32) -> T + Sync) -> Vec<T> {
-        let n = out.len();
-        let mut v: Vec<T> = Vec::with_capacity(n);
-        let dst = OutPtr(v.spare_capacity_mut().as_mut_ptr());
-        let fill = |pieces: std::ops::Range<usize>| {
-            for piece in pieces {
-                let (start, end) = (piece * NARROW_PIECE, ((piece + 1) * NARROW_PIECE).min(n));
-                for (i, &value) in out[start..end].iter().enumerate() {
-                    // SAFETY: pieces are disjoint and inside the first n elements of the capacity.
-                    unsafe { (*dst.at(start + i)).write(round(value)) };
-                }
-            }
-        };
-        let pieces = n.div_ceil(NARROW_PIECE);
-        if pieces < 2 {
-            fill(0..pieces);
-        } else {
-            candle_core::utils::barrier_pool().execute_chunked(pieces, fill);
-        }
-        // SAFETY: every piece of 0..n was written above.
-        unsafe { v.set_len(n) };
-        v
+    fn each<T: Send>(out: &[f32], round: impl Fn(f32) -> T + Sync) -> Vec<T> {
+        crate::convert::filled_in_pieces(out.len(), NARROW_PIECE, |start, dst| {
+            dst.iter_mut().zip(&out[start..]).for_each(|(d, &v)| {
+                d.write(round(v));
+            })
+        })
     }
     let dev = &candle_core::Device::Cpu;
     match dtype {
@@ -409,9 +393,7 @@ pub mod tiles {
 mod tests {
     use super::*;
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).collect()
-    }
+    use crate::bench_common::values;
 
     /// The parallel narrowing rounds every value as candle's cast does, bit for bit: ties,
     /// subnormals, infinities and NaN included, over several pieces and a short last one.
@@ -442,7 +424,7 @@ mod tests {
         let wb: Vec<bf16> = wf.iter().map(|&v| bf16::from_f32(v)).collect();
         let wh: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
         for m in [1, 5, 39] {
-            let xs = values(m * k, 2 + m as u32);
+            let xs = values(m * k, 2 + m as u64);
             for rows in [16, 32, 80] {
                 let mut got_b = vec![f32::NAN; m * n];
                 product(&wb, &xs, m, n, k, rows, &mut got_b);
@@ -479,7 +461,7 @@ mod tests {
         let (n, k) = (75, 130);
         let w: Vec<bf16> = values(n * k, 1).into_iter().map(bf16::from_f32).collect();
         for m in [1, 5, 16, 17, 33, 39] {
-            let x: Vec<bf16> = values(m * k, 2 + m as u32).into_iter().map(bf16::from_f32).collect();
+            let x: Vec<bf16> = values(m * k, 2 + m as u64).into_iter().map(bf16::from_f32).collect();
             let mut got = vec![f32::NAN; m * n];
             tiles::product(&w, &x, m, n, k, &mut got);
             for i in 0..m {
@@ -520,7 +502,7 @@ mod tests {
         for (n, k) in [(75, 130), (16, 32), (33, 31), (64, 97), (7, 1), (40, 2048)] {
             let w: Vec<bf16> = values(n * k, 1).into_iter().map(bf16::from_f32).collect();
             for m in [1, 5, 16, 17, 32, 33, 39, 64] {
-                let x: Vec<bf16> = values(m * k, 2 + m as u32).into_iter().map(bf16::from_f32).collect();
+                let x: Vec<bf16> = values(m * k, 2 + m as u64).into_iter().map(bf16::from_f32).collect();
                 let mut got = vec![f32::NAN; m * n];
                 amx::product(&w, &x, m, n, k, &mut got);
                 check_bf16(&got, &x, &w, m, n, k, "amx");

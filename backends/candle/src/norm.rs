@@ -156,25 +156,26 @@ fn rope_apply<E: RopeElem + Default>(x: &[E], cos: &[E], sin: &[E], t: usize, d:
     let rows = x.len() / d;
     let mut out = vec![E::default(); x.len()];
     let dst = OutPtr(out.as_mut_ptr());
+    // The tables are widened once: every head at a position reads the same row.
+    let (cos, sin): (Vec<f32>, Vec<f32>) =
+        (cos.iter().map(|v| v.widen()).collect(), sin.iter().map(|v| v.widen()).collect());
     let body = |range: std::ops::Range<usize>| {
         let (mut xw, mut yw) = ([0f32; ROPE_MAX_DIM], [0f32; ROPE_MAX_DIM]);
-        let (mut cw, mut sw) = ([0f32; ROPE_MAX_DIM / 2], [0f32; ROPE_MAX_DIM / 2]);
         for r in range {
             let p = r % t;
             x[r * d..(r + 1) * d].iter().zip(&mut xw[..d]).for_each(|(v, w)| *w = v.widen());
-            cos[p * half..(p + 1) * half].iter().zip(&mut cw[..half]).for_each(|(v, w)| *w = v.widen());
-            sin[p * half..(p + 1) * half].iter().zip(&mut sw[..half]).for_each(|(v, w)| *w = v.widen());
+            let (cw, sw) = (&cos[p * half..(p + 1) * half], &sin[p * half..(p + 1) * half]);
             let r_ = E::round;
             match layout {
                 RopeLayout::SplitHalf => {
-                    for (i, (&c, &s)) in cw[..half].iter().zip(&sw[..half]).enumerate() {
+                    for (i, (&c, &s)) in cw.iter().zip(sw).enumerate() {
                         let (a, b) = (xw[i], xw[i + half]);
                         yw[i] = r_(r_(a * c) - r_(b * s));
                         yw[i + half] = r_(r_(a * s) + r_(b * c));
                     }
                 }
                 RopeLayout::Interleaved => {
-                    for (i, (&c, &s)) in cw[..half].iter().zip(&sw[..half]).enumerate() {
+                    for (i, (&c, &s)) in cw.iter().zip(sw).enumerate() {
                         let (a, b) = (xw[2 * i], xw[2 * i + 1]);
                         yw[2 * i] = r_(r_(a * c) - r_(b * s));
                         yw[2 * i + 1] = r_(r_(a * s) + r_(b * c));
