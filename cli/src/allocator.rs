@@ -5,8 +5,13 @@
 //! Qwen3-TTS codec decode (2 s of audio, 2 threads): ~20% faster, same peak RSS
 //! (docs/benchmarks.md). A bf16 text model's prefill gains as much (Qwen3-0.6B's shape, 128
 //! tokens, 2 threads on a Xeon with AMX: 128-140 -> 168-181 tok/s); a small GGUF model's
-//! prefill and decode are unchanged, at ~2% more peak RSS (Gemma 3 270M: 370 -> 378 MB). The
-//! CLI applies it to every command; a host that embeds the library chooses for itself.
+//! prefill and decode are unchanged. Text commands apply it once the model is loaded: applied
+//! before, a GGUF model's load-time scratch (dequantized and repacked blocks, below the 32 MiB
+//! threshold) stayed in the heap and raised peak RSS by 9-31 MB (Qwen2.5-Coder 0.5B: 627 -> 658
+//! MB; after the load: 627). Audio commands apply it before: there the load's freed scratch,
+//! already faulted in, serves the codec's first pass (applied after the load, the Qwen3-TTS
+//! codec's gain was gone), at the same peak RSS. A host that embeds the library chooses for
+//! itself.
 
 /// Large allocations below this stay on the heap (glibc caps the setting at 32 MiB on 64-bit).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -19,7 +24,7 @@ const TRIM_THRESHOLD: i32 = 512 << 20;
 const TOP_PAD: i32 = 64 << 20;
 
 /// Applies the settings above unless the user tunes glibc's allocator through its own
-/// `MALLOC_*_` environment variables (those win). Call before loading a model.
+/// `MALLOC_*_` environment variables (those win). Calling it again changes nothing.
 pub fn keep_freed_memory_for_reuse() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

@@ -116,9 +116,13 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    // Every op allocates its output and frees its inputs: keep freed memory for reuse, so a
-    // forward pass does not pay first-touch page faults for the same buffers again.
-    allocator::keep_freed_memory_for_reuse();
+    // Audio models allocate and free activations of tens of MB per op: keep freed memory for
+    // reuse from the start (the load's freed scratch, already faulted in, serves the first
+    // pass). Text models apply it once loaded (`ModelArgs::load`): their load scratch would
+    // only raise peak RSS.
+    if matches!(cli.command, Command::Speak(_) | Command::Voice(_) | Command::Transcribe(_)) {
+        allocator::keep_freed_memory_for_reuse();
+    }
     let result = (|| {
         if let Some(n) = cli.threads {
             anyhow::ensure!(n > 0, "--threads 0: expected at least one thread");

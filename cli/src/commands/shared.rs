@@ -69,7 +69,9 @@ impl ModelArgs {
     ) -> Result<Box<dyn TextModel>> {
         let path = self.model_path()?;
         let cfg = LoadConfig { chat_template, ..self.load_config()? };
-        registry.load_model(&path, &cfg).with_context(|| format!("loading {}", path.display()))
+        let model = registry.load_model(&path, &cfg).with_context(|| format!("loading {}", path.display()))?;
+        crate::allocator::keep_freed_memory_for_reuse();
+        Ok(model)
     }
 
     pub fn load_config(&self) -> Result<LoadConfig> {
