@@ -8,7 +8,7 @@
 use candle_core::{CpuStorage, DType as C, Result, Shape, Storage, Tensor};
 use infer_core::{BinaryOp, CmpOp, UnaryOp};
 
-use half::slice::HalfFloatSliceExt;
+use crate::half_slices::HalfElem;
 
 use crate::out_ptr::OutPtr;
 
@@ -276,34 +276,28 @@ fn half_binary(a: &Tensor, b: &Tensor, op: BinaryOp) -> Result<Option<Tensor>> {
 }
 
 /// `combine` of `a` and `b` (equal lengths) into a new buffer, split across the pool when large.
-fn zip_half<E: Copy + Default + Send + Sync>(a: &[E], b: &[E], combine: fn(f32, f32) -> f32) -> Vec<E>
-where
-    [E]: HalfFloatSliceExt,
-{
+fn zip_half<E: HalfElem>(a: &[E], b: &[E], combine: fn(f32, f32) -> f32) -> Vec<E> {
     let block = |a: &[E], b: &[E], dst: &mut [E]| {
         let (mut wa, mut wb) = ([0f32; HALF_BLOCK], [0f32; HALF_BLOCK]);
         for ((x, y), d) in a.chunks(HALF_BLOCK).zip(b.chunks(HALF_BLOCK)).zip(dst.chunks_mut(HALF_BLOCK)) {
             let n = x.len();
-            x.convert_to_f32_slice(&mut wa[..n]);
-            y.convert_to_f32_slice(&mut wb[..n]);
+            E::widen_into(x, &mut wa[..n]);
+            E::widen_into(y, &mut wb[..n]);
             wa[..n].iter_mut().zip(&wb[..n]).for_each(|(p, &q)| *p = combine(*p, q));
-            d.convert_from_f32_slice(&wa[..n]);
+            E::narrow_into(&wa[..n], d);
         }
     };
     fill_par(a.len(), |r, out| block(&a[r.clone()], &b[r], out))
 }
 
 /// `act` of bf16 or f16 values: each block widened to f32, [`act_slice`], rounded back.
-fn act_half<E>(act: Act, src: &[E], dst: &mut [E])
-where
-    [E]: HalfFloatSliceExt,
-{
+fn act_half<E: HalfElem>(act: Act, src: &[E], dst: &mut [E]) {
     let (mut wide, mut out) = ([0f32; HALF_BLOCK], [0f32; HALF_BLOCK]);
     for (s, d) in src.chunks(HALF_BLOCK).zip(dst.chunks_mut(HALF_BLOCK)) {
         let n = s.len();
-        s.convert_to_f32_slice(&mut wide[..n]);
+        E::widen_into(s, &mut wide[..n]);
         act_slice(act, &wide[..n], &mut out[..n]);
-        d.convert_from_f32_slice(&out[..n]);
+        E::narrow_into(&out[..n], d);
     }
 }
 

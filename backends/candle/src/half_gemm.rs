@@ -18,6 +18,7 @@ use candle_core::{DType as C, Result, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
 use crate::f32_tiles;
+use crate::half_slices::HalfElem;
 use crate::out_ptr::OutPtr;
 use crate::weight_rows::{with_rows, WeightRows};
 
@@ -136,17 +137,18 @@ const NARROW_PIECE: usize = 1 << 14;
 /// The f32 product `out` as a tensor of `dtype`: bf16 and f16 rounded as `from_f32` rounds (to
 /// nearest, ties to even), in parallel pieces, straight into the tensor's buffer.
 fn narrowed(out: Vec<f32>, shape: (usize, usize), dtype: C) -> Result<Tensor> {
-    fn each<T: Send>(out: &[f32], round: impl Fn(f32) -> T + Sync) -> Vec<T> {
+    fn each<T: HalfElem>(out: &[f32]) -> Vec<T> {
         crate::convert::filled_in_pieces(out.len(), NARROW_PIECE, |start, dst| {
-            dst.iter_mut().zip(&out[start..]).for_each(|(d, &v)| {
-                d.write(round(v));
-            })
+            // SAFETY: MaybeUninit<T> has T's layout; narrow_into writes every element and reads none
+            // (bf16 and f16 have no invalid bit patterns).
+            let dst = unsafe { &mut *(dst as *mut [std::mem::MaybeUninit<T>] as *mut [T]) };
+            T::narrow_into(&out[start..start + dst.len()], dst);
         })
     }
     let dev = &candle_core::Device::Cpu;
     match dtype {
-        C::BF16 => Tensor::from_vec(each(&out, bf16::from_f32), shape, dev),
-        C::F16 => Tensor::from_vec(each(&out, f16::from_f32), shape, dev),
+        C::BF16 => Tensor::from_vec(each::<bf16>(&out), shape, dev),
+        C::F16 => Tensor::from_vec(each::<f16>(&out), shape, dev),
         _ => Tensor::from_vec(out, shape, dev)?.to_dtype(dtype),
     }
 }

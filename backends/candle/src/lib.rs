@@ -20,6 +20,7 @@ mod fused_attention;
 pub mod gemv;
 pub mod ggml;
 pub mod half_gemm;
+mod half_slices;
 pub mod linear;
 pub mod mapped;
 pub mod norm;
