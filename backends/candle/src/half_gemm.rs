@@ -102,16 +102,15 @@ pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, kernel: Ha
         let amx = kernel >= HalfKernel::Amx && amx_available();
         if amx || (kernel >= HalfKernel::Dpbf16 && k.is_multiple_of(2) && tiles::available()) {
             // x is bf16 too (the dtypes match): its values are exact tile operands.
-            let xb = x.flatten_all()?.to_vec1::<bf16>()?;
-            let mut out = vec![0f32; m * n];
             #[cfg(target_os = "linux")]
             if amx {
-                amx::product(w, &xb, m, n, k, &mut out);
-            } else {
-                tiles::product(w, &xb, m, n, k, &mut out);
+                // The tiles round their sums to bf16 as they store them: no f32 product.
+                let mut out = vec![bf16::ZERO; m * n];
+                with_bf16_values(x, |xb| amx::product(w, xb, m, n, k, &mut out))?;
+                return Tensor::from_vec(out, (m, n), x.device()).map(Some);
             }
-            #[cfg(not(target_os = "linux"))]
-            tiles::product(w, &xb, m, n, k, &mut out);
+            let mut out = vec![0f32; m * n];
+            with_bf16_values(x, |xb| tiles::product(w, xb, m, n, k, &mut out))?;
             return narrowed(out, (m, n), x.dtype()).map(Some);
         }
     }
@@ -128,6 +127,19 @@ pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, kernel: Ha
         WeightRows::F32(_) => return Ok(None),
     }
     narrowed(out, (m, n), x.dtype()).map(Some)
+}
+
+/// `f` on the values of the bf16 tensor `x`: its storage in place where contiguous, else a copy.
+fn with_bf16_values<R>(x: &Tensor, f: impl FnOnce(&[bf16]) -> R) -> Result<R> {
+    {
+        let (storage, layout) = x.storage_and_layout();
+        if let (candle_core::Storage::Cpu(candle_core::CpuStorage::BF16(v)), Some((a, z))) =
+            (&*storage, layout.contiguous_offsets())
+        {
+            return Ok(f(&v[a..z]));
+        }
+    }
+    Ok(f(&x.flatten_all()?.to_vec1::<bf16>()?))
 }
 
 /// Elements per work item of [`narrowed`]: large enough to amortize a hand-out, small enough

@@ -11,8 +11,10 @@
 mod detect;
 mod kernel;
 mod pack;
+mod store;
 
 pub use detect::available;
+pub use store::OutElem;
 
 use half::bf16;
 use kernel::{Tiles, WeightTile, ROWS};
@@ -22,9 +24,9 @@ use crate::out_ptr::OutPtr;
 /// Weight blocks (of 16 rows) per work unit.
 const UNIT_BLOCKS: usize = 2;
 
-/// `out (m, n) = x (m, k) @ wᵀ` for bf16 `x` and `w` (n, k), any shapes. Panics where
-/// [`available`] is false.
-pub fn product(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize, out: &mut [f32]) {
+/// `out (m, n) = x (m, k) @ wᵀ` for bf16 `x` and `w` (n, k), any shapes, written as f32 or
+/// rounded once to bf16. Panics where [`available`] is false.
+pub fn product<O: OutElem>(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize, out: &mut [O]) {
     assert!(available(), "AMX tiles used where the process may not run them");
     assert!(w.len() >= n * k && x.len() >= m * k && out.len() >= m * n && k > 0);
     let xp = pack::activations(x, m, k);
@@ -49,7 +51,7 @@ pub fn product(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize, out: &mut [
 
 /// Output columns of weight blocks `UNIT_BLOCKS · u ..` (fewer at the end), every row.
 #[allow(clippy::too_many_arguments)]
-fn unit(
+fn unit<O: OutElem>(
     tiles: &Tiles,
     w: &[bf16],
     k: usize,
@@ -58,7 +60,7 @@ fn unit(
     xp: &pack::PackedActivations,
     last: Option<&(Vec<bf16>, usize)>,
     u: usize,
-    out: &OutPtr,
+    out: &OutPtr<O>,
 ) {
     let full = n / ROWS;
     let first = u * UNIT_BLOCKS;
@@ -97,17 +99,10 @@ fn unit(
             }
         }
         for (t, ct) in c.iter().enumerate().take(count) {
-            let j0 = (first + t) * ROWS;
             for (h, tile) in ct.iter().enumerate().take(nb) {
-                let i0 = (i + h) * ROWS;
-                // Row by output row: 16 contiguous columns each (the tile is read across).
-                for l in 0..ROWS.min(m - i0) {
-                    for r in 0..ROWS.min(n - j0) {
-                        // SAFETY: (i0 + l, j0 + r) is inside the m × n output, and columns
-                        // j0.. of this unit are written by this unit only.
-                        unsafe { *out.at((i0 + l) * n + j0 + r) = tile[r * ROWS + l] };
-                    }
-                }
+                // SAFETY: AMX implies AVX-512 F/BW/VL; the tile's corner is inside the m × n
+                // output, and columns (first + t)·16.. of this unit are written by this unit only.
+                unsafe { store::tile(tile, out.at(0), (i + h) * ROWS, (first + t) * ROWS, m, n) };
             }
         }
         i += nb;

@@ -41,6 +41,13 @@ fn check() -> Result<(), String> {
     if leaf7.edx & (CPUID7_EDX_AMX_TILE | CPUID7_EDX_AMX_BF16) != CPUID7_EDX_AMX_TILE | CPUID7_EDX_AMX_BF16 {
         return Err("the CPU has no AMX-TILE / AMX-BF16".into());
     }
+    // The accumulators are stored through AVX-512 (every AMX CPU so far has it).
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if !(has!("avx512f") && has!("avx512bw") && has!("avx512vl")) {
+            return Err("the CPU has no AVX-512 F/BW/VL".into());
+        }
+    }
     if leaf1.ecx & CPUID1_ECX_OSXSAVE == 0 {
         return Err("the OS has not enabled XSAVE".into());
     }
