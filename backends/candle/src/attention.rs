@@ -37,7 +37,7 @@ pub struct AttnParams {
 fn to_f32(t: &Tensor) -> Result<Tensor> {
     match t.dtype() {
         C::F32 => Ok(t.clone()),
-        C::F16 | C::BF16 => t.to_dtype(C::F32),
+        C::F16 | C::BF16 => crate::half_slices::to_dtype(t, C::F32),
         other => candle_core::bail!("attention needs float tensors, got {other:?}"),
     }
 }
@@ -134,7 +134,7 @@ fn attention_with(
     let (qf, kf, vf) = (to_f32(q)?, matmul_ready(widen(k)?)?, matmul_ready(widen(v)?)?);
     if fused {
         let out = crate::fused_attention::attend(&qf.contiguous()?, &kf, &vf, p)?;
-        return if out.dtype() != out_dtype { out.to_dtype(out_dtype) } else { Ok(out) };
+        return crate::half_slices::to_dtype(&out, out_dtype);
     }
     let block_elems = block_elems.unwrap_or(BLOCK_ELEMS);
 
@@ -169,11 +169,7 @@ fn attention_with(
         s += c;
     }
     let out = if outs.len() == 1 { outs.pop().expect("one block") } else { Tensor::cat(&outs, 2)? };
-    if out.dtype() != out_dtype {
-        out.to_dtype(out_dtype)
-    } else {
-        Ok(out)
-    }
+    crate::half_slices::to_dtype(&out, out_dtype)
 }
 
 /// Queries `q_start .. q_start + c` of q against the keys they can see.

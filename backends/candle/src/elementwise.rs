@@ -31,11 +31,7 @@ pub fn promote(a: C, b: C) -> C {
 }
 
 fn cast(t: &Tensor, d: C) -> Result<Tensor> {
-    if t.dtype() == d {
-        Ok(t.clone())
-    } else {
-        t.to_dtype(d)
-    }
+    crate::half_slices::to_dtype(t, d)
 }
 
 /// The broadcast shape of several shapes (NumPy / PyTorch rules).

@@ -18,7 +18,7 @@ use candle_core::{DType as C, Result, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
 use crate::f32_tiles;
-use crate::half_slices::HalfElem;
+use crate::half_slices;
 use crate::out_ptr::OutPtr;
 use crate::weight_rows::{with_rows, WeightRows};
 
@@ -142,25 +142,13 @@ fn with_bf16_values<R>(x: &Tensor, f: impl FnOnce(&[bf16]) -> R) -> Result<R> {
     Ok(f(&x.flatten_all()?.to_vec1::<bf16>()?))
 }
 
-/// Elements per work item of [`narrowed`]: large enough to amortize a hand-out, small enough
-/// that a prefill-sized product (a few hundred thousand values) splits across the threads.
-const NARROW_PIECE: usize = 1 << 14;
-
 /// The f32 product `out` as a tensor of `dtype`: bf16 and f16 rounded as `from_f32` rounds (to
 /// nearest, ties to even), in parallel pieces, straight into the tensor's buffer.
 fn narrowed(out: Vec<f32>, shape: (usize, usize), dtype: C) -> Result<Tensor> {
-    fn each<T: HalfElem>(out: &[f32]) -> Vec<T> {
-        crate::convert::filled_in_pieces(out.len(), NARROW_PIECE, |start, dst| {
-            // SAFETY: MaybeUninit<T> has T's layout; narrow_into writes every element and reads none
-            // (bf16 and f16 have no invalid bit patterns).
-            let dst = unsafe { &mut *(dst as *mut [std::mem::MaybeUninit<T>] as *mut [T]) };
-            T::narrow_into(&out[start..start + dst.len()], dst);
-        })
-    }
     let dev = &candle_core::Device::Cpu;
     match dtype {
-        C::BF16 => Tensor::from_vec(each::<bf16>(&out), shape, dev),
-        C::F16 => Tensor::from_vec(each::<f16>(&out), shape, dev),
+        C::BF16 => Tensor::from_vec(half_slices::narrowed::<bf16>(&out), shape, dev),
+        C::F16 => Tensor::from_vec(half_slices::narrowed::<f16>(&out), shape, dev),
         _ => Tensor::from_vec(out, shape, dev)?.to_dtype(dtype),
     }
 }
@@ -408,27 +396,6 @@ mod tests {
     use super::*;
 
     use crate::bench_common::values;
-
-    /// The parallel narrowing rounds every value as candle's cast does, bit for bit: ties,
-    /// subnormals, infinities and NaN included, over several pieces and a short last one.
-    #[test]
-    fn narrowing_matches_candles_cast() {
-        let n = 2 * NARROW_PIECE + 77;
-        let mut v: Vec<f32> = (0..n as u32).map(|i| f32::from_bits(i.wrapping_mul(2654435761))).collect();
-        v[..6].copy_from_slice(&[f32::NAN, f32::INFINITY, -f32::INFINITY, 1.0 + f32::EPSILON * 32768.0, 1e-40, -0.0]);
-        for dtype in [C::BF16, C::F16, C::F32] {
-            let want = Tensor::from_vec(v.clone(), (n,), &candle_core::Device::Cpu).unwrap().to_dtype(dtype).unwrap();
-            let got = narrowed(v.clone(), (1, n), dtype).unwrap().flatten_all().unwrap();
-            let bits = |t: &Tensor| -> Vec<u32> {
-                match dtype {
-                    C::BF16 => t.to_vec1::<bf16>().unwrap().iter().map(|x| x.to_bits() as u32).collect(),
-                    C::F16 => t.to_vec1::<f16>().unwrap().iter().map(|x| x.to_bits() as u32).collect(),
-                    _ => t.to_vec1::<f32>().unwrap().iter().map(|x| x.to_bits()).collect(),
-                }
-            };
-            assert_eq!(bits(&got), bits(&want), "{dtype:?}");
-        }
-    }
 
     /// Several panels with a short last one, against an f64 reference of the rounded operands.
     #[test]
