@@ -274,6 +274,11 @@ pub trait Widen: Copy + Send + Sync + 'static {
     /// `y += a · x` as [`axpy_f32`] of the widened `x`.
     fn axpy_widened(a: f32, x: &[Self], y: &mut [f32]);
     fn widen(self) -> f32;
+    /// The values themselves where they are f32 already (no widened copy needed).
+    fn as_f32(values: &[Self]) -> Option<&[f32]> {
+        let _ = values;
+        None
+    }
 }
 
 impl Widen for f32 {
@@ -285,6 +290,9 @@ impl Widen for f32 {
     }
     fn widen(self) -> f32 {
         self
+    }
+    fn as_f32(values: &[f32]) -> Option<&[f32]> {
+        Some(values)
     }
 }
 
