@@ -130,6 +130,18 @@ fn narrow_body(src: &[f32], dst: &mut [bf16]) {
     dst.iter_mut().zip(src).for_each(|(d, &s)| *d = round_bf16(s));
 }
 
+/// Whether the CPU has AVX-512 F/BW (the row kernels' fast build).
+pub fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        isa() == Isa::Avx512
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Isa {

@@ -238,32 +238,20 @@ fn rope_apply<E: RowElem + Default>(x: &[E], cos: &[E], sin: &[E], t: usize, d: 
     // The tables are widened once: every head at a position reads the same row.
     let (cos, sin): (Vec<f32>, Vec<f32>) =
         (cos.iter().map(|v| v.widen()).collect(), sin.iter().map(|v| v.widen()).collect());
+    let wide = crate::half_slices::has_avx512();
     let body = |range: std::ops::Range<usize>| {
-        let (mut xw, mut yw) = ([0f32; ROPE_MAX_DIM], [0f32; ROPE_MAX_DIM]);
         for r in range {
             let p = r % t;
-            x[r * d..(r + 1) * d].iter().zip(&mut xw[..d]).for_each(|(v, w)| *w = v.widen());
             let (cw, sw) = (&cos[p * half..(p + 1) * half], &sin[p * half..(p + 1) * half]);
-            let r_ = E::round;
-            match layout {
-                RopeLayout::SplitHalf => {
-                    for (i, (&c, &s)) in cw.iter().zip(sw).enumerate() {
-                        let (a, b) = (xw[i], xw[i + half]);
-                        yw[i] = r_(r_(a * c) - r_(b * s));
-                        yw[i + half] = r_(r_(a * s) + r_(b * c));
-                    }
-                }
-                RopeLayout::Interleaved => {
-                    for (i, (&c, &s)) in cw.iter().zip(sw).enumerate() {
-                        let (a, b) = (xw[2 * i], xw[2 * i + 1]);
-                        yw[2 * i] = r_(r_(a * c) - r_(b * s));
-                        yw[2 * i + 1] = r_(r_(a * s) + r_(b * c));
-                    }
-                }
-            }
             // SAFETY: row r's d values are written by this work item only, inside `out`.
             let o = unsafe { std::slice::from_raw_parts_mut(dst.at(r * d), d) };
-            o.iter_mut().zip(&yw[..d]).for_each(|(o, &v)| *o = E::narrow(v));
+            let xr = &x[r * d..(r + 1) * d];
+            if wide {
+                // SAFETY: the CPU has AVX-512 F/BW (checked once by has_avx512).
+                unsafe { rope_row_avx512(xr, cw, sw, layout, o) }
+            } else {
+                rope_row(xr, cw, sw, layout, o)
+            }
         }
     };
     if rows * d < ROW_PARALLEL_MIN {
@@ -272,6 +260,44 @@ fn rope_apply<E: RowElem + Default>(x: &[E], cos: &[E], sin: &[E], t: usize, d: 
         candle_core::utils::barrier_pool().execute_chunked(rows, body);
     }
     out
+}
+
+/// One row of [`rope_apply`]: x's d values rotated by the position's (d/2) cos and sin into `o`.
+#[inline(always)]
+fn rope_row<E: RowElem>(x: &[E], cw: &[f32], sw: &[f32], layout: RopeLayout, o: &mut [E]) {
+    let (d, half) = (x.len(), x.len() / 2);
+    let (mut xw, mut yw) = ([0f32; ROPE_MAX_DIM], [0f32; ROPE_MAX_DIM]);
+    x.iter().zip(&mut xw[..d]).for_each(|(v, w)| *w = v.widen());
+    let r_ = E::round;
+    match layout {
+        RopeLayout::SplitHalf => {
+            for (i, (&c, &s)) in cw.iter().zip(sw).enumerate() {
+                let (a, b) = (xw[i], xw[i + half]);
+                yw[i] = r_(r_(a * c) - r_(b * s));
+                yw[i + half] = r_(r_(a * s) + r_(b * c));
+            }
+        }
+        RopeLayout::Interleaved => {
+            for (i, (&c, &s)) in cw.iter().zip(sw).enumerate() {
+                let (a, b) = (xw[2 * i], xw[2 * i + 1]);
+                yw[2 * i] = r_(r_(a * c) - r_(b * s));
+                yw[2 * i + 1] = r_(r_(a * s) + r_(b * c));
+            }
+        }
+    }
+    o.iter_mut().zip(&yw[..d]).for_each(|(o, &v)| *o = E::narrow(v));
+}
+
+/// [`rope_row`] compiled for AVX-512, where its roundings vectorize 16 lanes wide.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn rope_row_avx512<E: RowElem>(x: &[E], cw: &[f32], sw: &[f32], layout: RopeLayout, o: &mut [E]) {
+    rope_row(x, cw, sw, layout, o)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn rope_row_avx512<E: RowElem>(x: &[E], cw: &[f32], sw: &[f32], layout: RopeLayout, o: &mut [E]) {
+    rope_row(x, cw, sw, layout, o)
 }
 
 /// Values below which one thread does the whole rotation or normalization.
