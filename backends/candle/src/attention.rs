@@ -126,10 +126,13 @@ fn attention_with(
     // is small, keep the op-by-op path's exact numbers.
     let fused = mask.is_none() && block_elems.is_none() && b * hq * tq * tk > BLOCK_ELEMS;
     // A half-precision cache stays as stored where every block's products are thin ones (decode:
-    // the query heads of one KV head), which read it in place with the f32 arithmetic of its
-    // widened copy (same bits). Widening the whole cache view on every step cost more than the
-    // attention itself: Qwen2.5 0.5B decode at 2048 tokens ran at half the f32 cache's speed.
-    let in_place = cache_dtype.is_some() && !fused && (hq / hkv) * tq <= thin_product::MAX_ROWS;
+    // the query heads of one KV head; a streaming encoder's few new frames), which read it in
+    // place with the f32 arithmetic of its widened copy (same bits), whether q is f32 or of the
+    // cache's dtype. Widening the whole cache view on every step cost more than the attention
+    // itself: Qwen2.5 0.5B decode at 2048 tokens ran at half the f32 cache's speed, and Voxtral
+    // Realtime's streaming encoder (bf16 q and cache) spent 7% of its time widening its window.
+    let half_cache = matches!(k.dtype(), C::BF16 | C::F16);
+    let in_place = half_cache && !fused && (hq / hkv) * tq <= thin_product::MAX_ROWS;
     let widen = |t: &Tensor| if in_place { Ok(t.clone()) } else { to_f32(t) };
     let (qf, kf, vf) = (to_f32(q)?, matmul_ready(widen(k)?)?, matmul_ready(widen(v)?)?);
     if fused {
