@@ -61,7 +61,10 @@ pub fn linear(x: &Tensor, w: &CandleTensor, bias: Option<&Tensor>) -> Result<Ten
         None => Ok(y),
         Some(b) => {
             let b = if b.dtype() != y.dtype() { b.to_dtype(y.dtype())? } else { b.clone() };
-            y.broadcast_add(&b)
+            match crate::elementwise::add_row_bias(&y, &b)? {
+                Some(sum) => Ok(sum),
+                None => y.broadcast_add(&b),
+            }
         }
     }
 }
