@@ -7,8 +7,9 @@
 //! tokens behind it, and each step commits one token (a control token or text).
 //!
 //! Pushed audio becomes log-mel frames as soon as their samples are in, frames become audio
-//! embeddings a token (8 frames) at a time, and each new embedding runs one decoder step; at most
-//! [`CHUNK_TOKENS`] tokens are in flight, so a push of an hour of audio runs in bounded memory,
+//! embeddings a token (8 frames) at a time, and each new embedding runs one decoder step (the
+//! prompt's audio is encoded in one batch once it is all in); at most [`CHUNK_TOKENS`] tokens
+//! (or the prompt's, if more) are in flight, so a push of an hour of audio runs in bounded memory,
 //! and the caches hold a sliding window, so a session runs for an hour at constant memory.
 //! `finish` appends the reference's right padding. Like transformers' `generate`, the decoder stops
 //! at `</s>` and never runs the last position (the sequence is as long as the padded audio).
@@ -133,8 +134,17 @@ impl Session {
         self.pending_mel.extend(frames);
         let n_mels = self.mel.n_mels();
         let per_token = self.model.stream.mels_per_token() * n_mels;
+        // No token can be chosen before the prompt's last position has its audio: encoding each
+        // push on its own until then would read the encoder's weights once per 80 ms for nothing
+        // (a streamed first token took 7 encoder passes). Wait for the prompt's audio, or the end
+        // of the stream, and encode it in one batch.
+        let prompt_left = self.prompt.len().saturating_sub(self.audio_pos);
+        if limit.is_none() && self.pending_mel.len() / per_token < prompt_left {
+            return Ok(());
+        }
         while self.pending_mel.len() >= per_token && !self.done {
-            let tokens = (self.pending_mel.len() / per_token).min(CHUNK_TOKENS);
+            let batch = CHUNK_TOKENS.max(self.prompt.len().saturating_sub(self.audio_pos));
+            let tokens = (self.pending_mel.len() / per_token).min(batch);
             let frames = tokens * per_token / n_mels;
             let started = Instant::now();
             let m = &self.model;
