@@ -117,9 +117,8 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     // Audio models allocate and free activations of tens of MB per op: keep freed memory for
-    // reuse from the start (the load's freed scratch, already faulted in, serves the first
-    // pass). Text models apply it once loaded (`ModelArgs::load`): their load scratch would
-    // only raise peak RSS.
+    // reuse from the start. Text models apply it once loaded (`ModelArgs::load`): their load
+    // scratch would only raise peak RSS.
     if matches!(cli.command, Command::Speak(_) | Command::Voice(_) | Command::Transcribe(_)) {
         allocator::keep_freed_memory_for_reuse();
     }

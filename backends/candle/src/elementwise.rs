@@ -491,9 +491,7 @@ mod tests {
                 let b = Tensor::from_vec(b.clone(), n, dev).unwrap().to_dtype(dtype).unwrap();
                 let got = add_row_bias(&y, &b).unwrap().expect("taken");
                 let want = y.broadcast_add(&b).unwrap();
-                let bits = |t: &Tensor| t.to_dtype(C::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                let (g, w) = (bits(&got), bits(&want));
-                assert!(g.iter().zip(&w).all(|(g, w)| g.to_bits() == w.to_bits()), "{dtype:?} {m}x{n}");
+                assert!(crate::half_slices::same_bits(&got, &want), "{dtype:?} {m}x{n}");
             }
         }
     }

@@ -196,6 +196,15 @@ mod avx2 {
     }
 }
 
+/// Whether two float tensors of one shape hold the same values bit for bit (each widened to
+/// f32 exactly, so bf16 / f16 bits compare too). For the tests of the exact kernels.
+#[cfg(test)]
+pub(crate) fn same_bits(a: &Tensor, b: &Tensor) -> bool {
+    let bits = |t: &Tensor| t.to_dtype(C::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let (x, y) = (bits(a), bits(b));
+    x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -238,6 +238,7 @@ fn rope_apply<E: RowElem + Default>(x: &[E], cos: &[E], sin: &[E], t: usize, d: 
     // The tables are widened once: every head at a position reads the same row.
     let (cos, sin): (Vec<f32>, Vec<f32>) =
         (cos.iter().map(|v| v.widen()).collect(), sin.iter().map(|v| v.widen()).collect());
+    #[cfg(target_arch = "x86_64")]
     let wide = crate::half_slices::has_avx512();
     let body = |range: std::ops::Range<usize>| {
         for r in range {
@@ -246,12 +247,13 @@ fn rope_apply<E: RowElem + Default>(x: &[E], cos: &[E], sin: &[E], t: usize, d: 
             // SAFETY: row r's d values are written by this work item only, inside `out`.
             let o = unsafe { std::slice::from_raw_parts_mut(dst.at(r * d), d) };
             let xr = &x[r * d..(r + 1) * d];
+            #[cfg(target_arch = "x86_64")]
             if wide {
                 // SAFETY: the CPU has AVX-512 F/BW (checked once by has_avx512).
-                unsafe { rope_row_avx512(xr, cw, sw, layout, o) }
-            } else {
-                rope_row(xr, cw, sw, layout, o)
+                unsafe { rope_row_avx512(xr, cw, sw, layout, o) };
+                continue;
             }
+            rope_row(xr, cw, sw, layout, o)
         }
     };
     if rows * d < ROW_PARALLEL_MIN {
@@ -295,17 +297,13 @@ unsafe fn rope_row_avx512<E: RowElem>(x: &[E], cw: &[f32], sw: &[f32], layout: R
     rope_row(x, cw, sw, layout, o)
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn rope_row_avx512<E: RowElem>(x: &[E], cw: &[f32], sw: &[f32], layout: RopeLayout, o: &mut [E]) {
-    rope_row(x, cw, sw, layout, o)
-}
-
 /// Values below which one thread does the whole rotation or normalization.
 const ROW_PARALLEL_MIN: usize = 1 << 14;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::half_slices::same_bits;
 
     /// The same bits as the general path (widen, candle's f32 kernel, round) for every float
     /// dtype, on one thread and split across the pool.
@@ -325,11 +323,8 @@ mod tests {
                     let got = rms_rows(&x, &w, 1e-6).unwrap().expect("taken");
                     let (xc, wc) = (x.to_dtype(C::F32).unwrap().contiguous().unwrap(), w.to_dtype(C::F32).unwrap());
                     let want = candle_nn::ops::rms_norm(&xc, &wc, 1e-6).unwrap().to_dtype(dtype).unwrap();
-                    let bits =
-                        |t: &Tensor| t.to_dtype(C::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                    let (g, w) = (bits(&got), bits(&want));
                     assert_eq!(got.dims(), x.dims());
-                    assert!(g.iter().zip(&w).all(|(g, w)| g.to_bits() == w.to_bits()), "{dtype:?} {:?}", x.dims());
+                    assert!(same_bits(&got, &want), "{dtype:?} {:?}", x.dims());
                 }
             }
         }
@@ -357,14 +352,7 @@ mod tests {
                         RopeLayout::SplitHalf => candle_nn::rotary_emb::rope(&x, &cos, &sin).unwrap(),
                         RopeLayout::Interleaved => candle_nn::rotary_emb::rope_i(&x, &cos, &sin).unwrap(),
                     };
-                    let bits =
-                        |t: &Tensor| t.to_dtype(C::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                    let (g, w) = (bits(&got), bits(&want));
-                    assert!(
-                        g.iter().zip(&w).all(|(g, w)| g.to_bits() == w.to_bits()),
-                        "{dtype:?} {layout:?} {:?}",
-                        (b, h, t, d)
-                    );
+                    assert!(same_bits(&got, &want), "{dtype:?} {layout:?} {:?}", (b, h, t, d));
                 }
             }
         }
