@@ -10,8 +10,8 @@
 //! threshold) stayed in the heap and raised peak RSS by 9-31 MB (Qwen2.5-Coder 0.5B: 627 -> 658
 //! MB; after the load: 627). Audio commands apply it before the load, as they always have (a
 //! Qwen3-TTS A/B of before vs after the load was within this host's noise, at the same peak
-//! RSS). `infer serve` does not apply it: its library loads the models itself. A host that
-//! embeds the library chooses for itself.
+//! RSS). `infer serve` applies it once its models are loaded (`infer_server::serve_with`). A host
+//! that embeds the library chooses for itself.
 
 /// Large allocations below this stay on the heap (glibc caps the setting at 32 MiB on 64-bit).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

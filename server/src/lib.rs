@@ -23,9 +23,17 @@ pub use config::{ModelSpec, ServerConfig};
 /// Loads the models of `config`, serves them until SIGINT or SIGTERM, then drains in-flight
 /// requests and returns.
 pub fn serve(registry: &Registry, config: ServerConfig) -> Result<()> {
+    serve_with(registry, config, || {})
+}
+
+/// [`serve`], calling `on_loaded` once every model is loaded and before the first request: the
+/// place for process-wide settings that should not apply to the loads themselves (the CLI tunes
+/// the allocator there; applied before, a GGUF load's scratch would stay on the heap).
+pub fn serve_with(registry: &Registry, config: ServerConfig, on_loaded: impl FnOnce()) -> Result<()> {
     config.validate()?;
     let metrics = Arc::new(metrics::Metrics::default());
     let (models, threads) = load::load_models(registry, &config, &metrics)?;
+    on_loaded();
     let state = Arc::new(state::AppState {
         models: models.into_iter().collect(),
         config: config.clone(),

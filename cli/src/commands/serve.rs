@@ -76,5 +76,5 @@ pub fn run(registry: &Registry, args: ServeArgs) -> Result<()> {
     if let Some(q) = args.queue {
         config.queue = q;
     }
-    infer_server::serve(registry, config)
+    infer_server::serve_with(registry, config, crate::allocator::keep_freed_memory_for_reuse)
 }
