@@ -274,6 +274,12 @@ pub trait Widen: Copy + Send + Sync + 'static {
     /// `y += a · x` as [`axpy_f32`] of the widened `x`.
     fn axpy_widened(a: f32, x: &[Self], y: &mut [f32]);
     fn widen(self) -> f32;
+    /// 16 values at `p` widened to f32 in one register (the thin products' AVX-512 kernels).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F and `p` is valid for 16 reads.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn widen16(p: *const Self) -> std::arch::x86_64::__m512;
     /// The values themselves where they are f32 already (no widened copy needed).
     fn as_f32(values: &[Self]) -> Option<&[f32]> {
         let _ = values;
@@ -290,6 +296,12 @@ impl Widen for f32 {
     }
     fn widen(self) -> f32 {
         self
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn widen16(p: *const f32) -> std::arch::x86_64::__m512 {
+        // SAFETY: the caller's contract (AVX-512 F, 16 values at p).
+        unsafe { std::arch::x86_64::_mm512_loadu_ps(p) }
     }
     fn as_f32(values: &[f32]) -> Option<&[f32]> {
         Some(values)
@@ -476,7 +488,7 @@ unsafe fn axpy_widened_fma<T: Widen>(a: f32, x: &[T], y: &mut [f32]) {
 /// also F16C for f16), else [`dot_f32`]'s and [`axpy_f32`]'s own arithmetic on values widened
 /// one by one (FMA or plain, as those take it), with no copy of the row.
 macro_rules! widen_half {
-    ($t:ty, $vector:expr, $dot:ident, $axpy:ident) => {
+    ($t:ty, $vector:expr, $dot:ident, $axpy:ident, $widen16:ident) => {
         impl Widen for $t {
             fn dot_widened(row: &[$t], x: &[f32]) -> f32 {
                 let n = row.len().min(x.len());
@@ -502,12 +514,38 @@ macro_rules! widen_half {
             fn widen(self) -> f32 {
                 self.to_f32()
             }
+            #[cfg(target_arch = "x86_64")]
+            #[inline(always)]
+            unsafe fn widen16(p: *const $t) -> std::arch::x86_64::__m512 {
+                // SAFETY: the caller's contract.
+                unsafe { $widen16(p) }
+            }
         }
     };
 }
 
-widen_half!(f16, has_f16c(), dot_widened_f16, axpy_widened_f16);
-widen_half!(bf16, true, dot_widened_bf16, axpy_widened_bf16);
+widen_half!(f16, has_f16c(), dot_widened_f16, axpy_widened_f16, widen16_f16);
+widen_half!(bf16, true, dot_widened_bf16, axpy_widened_bf16, widen16_bf16);
+
+/// 16 f16 values widened exactly (`vcvtph2ps`). Safety: AVX-512 F, 16 values at `p`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn widen16_f16(p: *const f16) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's contract.
+    unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
+}
+
+/// 16 bf16 values widened exactly (the upper halves of f32s). Safety: AVX-512 F, 16 values at `p`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn widen16_bf16(p: *const bf16) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's contract.
+    unsafe {
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p as *const __m256i))))
+    }
+}
 
 #[inline(always)]
 fn madd_plain(a: f32, b: f32, c: f32) -> f32 {

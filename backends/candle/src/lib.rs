@@ -31,9 +31,13 @@ mod quant_q4k;
 mod quant_q8_0;
 pub mod reduce;
 pub mod shape_ops;
+#[cfg(target_arch = "x86_64")]
+mod simd512;
 pub mod snake;
 pub mod sys;
 pub mod tensor;
+#[cfg(target_arch = "x86_64")]
+mod thin_avx512;
 pub mod thin_product;
 pub mod weight_rows;
 

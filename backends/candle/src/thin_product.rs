@@ -45,6 +45,19 @@ pub fn try_product<T: Widen>(m: usize, n: usize, k: usize, a: View, b: View<T>, 
         return false;
     }
     let dst = &mut dst[..m * n];
+    #[cfg(target_arch = "x86_64")]
+    if crate::half_slices::has_avx512() && m * n * k > 0 {
+        if b.row_stride == 1 && k % 16 == 0 {
+            // SAFETY: AVX-512 F is present; the views' contract is the caller's.
+            unsafe { crate::thin_avx512::scores(m, n, k, a, b, dst) };
+            return true;
+        }
+        if b.col_stride == 1 && n >= 16 {
+            // SAFETY: as above.
+            unsafe { crate::thin_avx512::accumulate(m, n, k, a, b, dst) };
+            return true;
+        }
+    }
     if b.row_stride == 1 || k == 1 {
         // Columns of b are contiguous (kᵀ of a cache): one dot product per output element.
         for j in 0..n {

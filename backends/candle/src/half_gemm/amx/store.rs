@@ -42,10 +42,7 @@ impl OutElem for bf16 {
     }
 }
 
-#[inline(always)]
-fn lanes(cols: usize) -> u16 {
-    (((1u32) << cols) - 1) as u16
-}
+use crate::simd512::first_lanes as lanes;
 
 /// Writes `tile` (outᵀ: element (r, l) = output row i0 + l, column j0 + r) into the row-major
 /// m × n `out`, rows and columns past m and n dropped.
@@ -70,34 +67,7 @@ fn transposed(t: &[f32; ROWS * ROWS]) -> [__m512; ROWS] {
         // SAFETY: reads one 16-value row of `t`.
         *v = unsafe { _mm512_loadu_ps(t[i * ROWS..].as_ptr()) };
     }
-    // Pairs of rows interleaved by 32-bit values, then by 64-bit pairs: within each 128-bit
-    // lane, four rows' values of one column sit together.
-    let mut a = [_mm512_setzero_ps(); ROWS];
-    for i in (0..ROWS).step_by(2) {
-        a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    let mut b = [_mm512_setzero_ps(); ROWS];
-    let pd = _mm512_castps_pd;
-    for g in (0..ROWS).step_by(4) {
-        b[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(a[g]), pd(a[g + 2])));
-        b[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(a[g]), pd(a[g + 2])));
-        b[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(a[g + 1]), pd(a[g + 3])));
-        b[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(a[g + 1]), pd(a[g + 3])));
-    }
-    // Then 128-bit lanes across groups of four rows, in two rounds.
-    let mut c = [_mm512_setzero_ps(); ROWS];
-    for h in [0, 8] {
-        for j in 0..4 {
-            c[h + j] = _mm512_shuffle_f32x4::<0x88>(b[h + j], b[h + 4 + j]);
-            c[h + 4 + j] = _mm512_shuffle_f32x4::<0xdd>(b[h + j], b[h + 4 + j]);
-        }
-    }
-    for j in 0..8 {
-        r[j] = _mm512_shuffle_f32x4::<0x88>(c[j], c[8 + j]);
-        r[8 + j] = _mm512_shuffle_f32x4::<0xdd>(c[j], c[8 + j]);
-    }
-    r
+    crate::simd512::transpose16(r)
 }
 
 #[cfg(test)]
