@@ -1,7 +1,8 @@
 //! Causal attention, the fused op on the thread pool against the op-by-op path (batched
 //! products on gemm's threads, softmax on the pool, the rest on the calling thread), side by
 //! side in one run: a whole prompt (prefill) and one query against a cache of that depth
-//! (decode), at 128 and 2048 tokens, on two real models' head shapes.
+//! (decode), at 128 and 2048 tokens, on two real models' head shapes; decode also with an f16
+//! cache (read in place by both paths).
 //!
 //! `cargo bench -p infer-backend-candle --bench attention [-- NAME...]`; threads:
 //! `CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS` (set both). NAME: run the rows whose label
@@ -9,6 +10,7 @@
 
 mod common;
 
+use candle_core::DType;
 use common::{best, tensor};
 use infer_backend_candle::attention::{attention, attention_blocked, AttnParams, BLOCK_ELEMS};
 
@@ -23,15 +25,18 @@ fn main() {
     println!("| --- | ---: | ---: | ---: |");
     for (model, hq, hkv, d) in MODELS {
         for depth in [128, 2048] {
-            // The cache as a model holds it: a narrowed view of a longer buffer.
             let kbuf = tensor(&[1, hkv, depth + 256, d], 2);
             let vbuf = tensor(&[1, hkv, depth + 256, d], 3);
-            let (k, v) = (kbuf.narrow(2, 0, depth).unwrap(), vbuf.narrow(2, 0, depth).unwrap());
-            for (phase, tq) in [("prefill", depth), ("decode", 1)] {
-                let label = format!("{model} {phase} {depth}");
+            for (phase, tq, cache) in
+                [("prefill", depth, DType::F32), ("decode", 1, DType::F32), ("decode", 1, DType::F16)]
+            {
+                let label = format!("{model} {phase} {depth}{}", if cache == DType::F16 { " f16 cache" } else { "" });
                 if !want(&label) {
                     continue;
                 }
+                // The cache as a model holds it: a narrowed view of a longer buffer.
+                let view = |buf: &candle_core::Tensor| buf.to_dtype(cache).unwrap().narrow(2, 0, depth).unwrap();
+                let (k, v) = (view(&kbuf), view(&vbuf));
                 let q = tensor(&[1, hq, tq, d], 1);
                 let p = AttnParams {
                     scale: 1.0 / (d as f32).sqrt(),

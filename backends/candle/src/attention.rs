@@ -119,20 +119,22 @@ fn attention_with(
         None => q,
     };
     let p = AttnParams { probs_dtype: cache_dtype, ..p };
+    // Decode-shaped calls (every block's products thin: the query heads of one KV head at a
+    // few positions) read a half-precision cache in place with the f32 arithmetic of its widened
+    // copy (same bits), whether q is f32 or of the cache's dtype. Widening the whole cache view on
+    // every step cost more than the attention itself: Qwen2.5 0.5B decode at 2048 tokens ran at
+    // half the f32 cache's speed, and Voxtral Realtime's streaming encoder (bf16 q and cache)
+    // spent 7% of its time widening its window.
+    let thin = (hq / hkv) * tq <= thin_product::MAX_ROWS;
     // The fused op for prompts the op-by-op path would cut into several blocks (where the
     // serial work it removes is large). Its gemm calls split the keys differently, so sums
     // differ in the last bits: gguf_parity's 1531-token Gemma 3 prompt moves the worst
-    // near-tie gap 0.214 -> 0.267 (agreement unchanged). Short prompts and decode, where the gain
-    // is small, keep the op-by-op path's exact numbers.
-    let fused = mask.is_none() && block_elems.is_none() && b * hq * tq * tk > BLOCK_ELEMS;
-    // A half-precision cache stays as stored where every block's products are thin ones (decode:
-    // the query heads of one KV head; a streaming encoder's few new frames), which read it in
-    // place with the f32 arithmetic of its widened copy (same bits), whether q is f32 or of the
-    // cache's dtype. Widening the whole cache view on every step cost more than the attention
-    // itself: Qwen2.5 0.5B decode at 2048 tokens ran at half the f32 cache's speed, and Voxtral
-    // Realtime's streaming encoder (bf16 q and cache) spent 7% of its time widening its window.
-    let half_cache = matches!(k.dtype(), C::BF16 | C::F16);
-    let in_place = half_cache && !fused && (hq / hkv) * tq <= thin_product::MAX_ROWS;
+    // near-tie gap 0.214 -> 0.267 (agreement unchanged). Short prompts keep the op-by-op path's
+    // exact numbers. Decode-shaped calls with several KV heads take the fused op too, which
+    // hands the (batch, KV head) pairs to the pool (the op-by-op path ran them on one thread):
+    // the same thin kernels per row and the same softmax, so the same bits.
+    let fused = mask.is_none() && block_elems.is_none() && (b * hq * tq * tk > BLOCK_ELEMS || (thin && b * hkv > 1));
+    let in_place = matches!(k.dtype(), C::BF16 | C::F16) && thin;
     let widen = |t: &Tensor| if in_place { Ok(t.clone()) } else { to_f32(t) };
     let (qf, kf, vf) = (to_f32(q)?, matmul_ready(widen(k)?)?, matmul_ready(widen(v)?)?);
     if fused {
@@ -338,7 +340,7 @@ fn bmm_cpu<T: Widen>(a: &[f32], l1: &Layout, b: &[T], l2: &Layout) -> Result<(Cp
 /// [`product`] with `b` in any [`Widen`] type: the thin product reads it in place; gemm reads an
 /// f32 view in place (attention's widened keys and values: copying them element by element with
 /// a division each was 5% of a bf16 prefill's main thread) and gets an f32 copy of a half view.
-fn product_widened<T: Widen>(
+pub(crate) fn product_widened<T: Widen>(
     m: usize,
     n: usize,
     k: usize,

@@ -13,7 +13,8 @@ use std::cell::RefCell;
 
 use candle_core::{CpuStorage, CustomOp3, DType as C, Layout, Result, Shape, Tensor};
 
-use crate::attention::{product, softmax_row, AttnParams, Visibility};
+use crate::attention::{product_widened, softmax_row, AttnParams, Visibility};
+use crate::gemv::Widen;
 use crate::out_ptr::OutPtr;
 use crate::thin_product::{self, View};
 
@@ -30,8 +31,10 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// q (b, hq, tq, d) contiguous f32, k (b, hkv, tk, d) and v (b, hkv, tk, dv) f32 views
-/// (strided, a cache's narrowed buffer) -> (b, hq, tq, dv) f32. Shapes are checked by the caller.
+/// q (b, hq, tq, d) contiguous f32, k (b, hkv, tk, d) and v (b, hkv, tk, dv) views (strided, a
+/// cache's narrowed buffer) -> (b, hq, tq, dv) f32. k and v are f32, or a half-precision cache
+/// read in place where every task's products are thin ones (decode); shapes are checked by the
+/// caller.
 pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, p: AttnParams) -> Result<Tensor> {
     q.apply_op3_no_bwd(k, v, &FusedAttention { p })
 }
@@ -112,82 +115,97 @@ impl CustomOp3 for FusedAttention {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(q), CpuStorage::F32(k), CpuStorage::F32(v)) = (s1, s2, s3) else {
-            candle_core::bail!("fused attention wants f32 q, k, v")
-        };
-        let (&[b, hq, tq, d], &[_, hkv, tk, _], &[_, _, _, dv]) = (l1.dims(), l2.dims(), l3.dims()) else {
-            candle_core::bail!("fused attention wants rank-4 q, k, v")
-        };
-        let Some((q_start, _)) = l1.contiguous_offsets() else {
-            candle_core::bail!("fused attention wants a contiguous q")
-        };
-        let q = &q[q_start..];
-        let (sk, sv) = (l2.stride(), l3.stride());
-        let (ko, vo) = (l2.start_offset(), l3.start_offset());
-        let pool = candle_core::utils::barrier_pool();
-        let plan = Plan::new(b, hkv, hq / hkv, tq, pool.n_workers() + 1);
-        let mut out = vec![0f32; b * hq * tq * dv];
-        let dst = OutPtr(out.as_mut_ptr());
-        let p = self.p;
-        let run = |t: usize| {
-            let (bi, h, h0, nh, q0, c) = plan.task(t);
-            // Absolute positions of the task's first and last query, and the keys they see.
-            let first = tk - tq.min(tk) + q0;
-            let last = first + c - 1;
-            let k_hi = if p.causal { (last + 1).min(tk) } else { tk };
-            let k_lo = if p.window > 0 { (first + 1).saturating_sub(p.window).min(k_hi) } else { 0 };
-            let nk = k_hi - k_lo;
-            let vis = Visibility { c, nk, first: first as isize - k_lo as isize, causal: p.causal, window: p.window };
-            let rows = nh * c;
-            SCRATCH.with(|scratch| {
-                let mut scratch = scratch.borrow_mut();
-                let need = rows * (d + nk + dv);
-                if scratch.len() < need {
-                    scratch.resize(need, 0.0);
-                }
-                let (qs, rest) = scratch.split_at_mut(rows * d);
-                let (scores, ys) = rest.split_at_mut(rows * nk);
-                // Rows are (query head, query), as the op-by-op path's (b, hkv, rep·c, d) view.
-                for j in 0..nh {
-                    let head = (bi * hkv + h) * plan.rep + h0 + j;
-                    let src = &q[(head * tq + q0) * d..(head * tq + q0 + c) * d];
-                    for (o, &x) in qs[j * c * d..(j + 1) * c * d].iter_mut().zip(src) {
-                        *o = x * p.scale;
-                    }
-                }
-                let kb = ko + bi * sk[0] + h * sk[1] + k_lo * sk[2];
-                let vb = vo + bi * sv[0] + h * sv[1] + k_lo * sv[2];
-                let none = gemm::Parallelism::None;
-                let qv = View { data: qs, row_stride: d, col_stride: 1 };
-                // kᵀ: row e (the head dim) strided by sk[3], column j (the key) by sk[2].
-                let kt = View { data: &k[kb..], row_stride: sk[3], col_stride: sk[2] };
-                product(rows, nk, d, qv, kt, scores, none);
-                if nk > 0 {
-                    for (r, row) in scores.chunks_exact_mut(nk).enumerate() {
-                        softmax_row(&vis, p.softcap, r % c, row);
-                        round_probs(row, p.probs_dtype);
-                    }
-                }
-                let pv = View { data: scores, row_stride: nk, col_stride: 1 };
-                let vv = View { data: &v[vb..], row_stride: sv[2], col_stride: sv[3] };
-                product(rows, dv, nk, pv, vv, ys, none);
-                for j in 0..nh {
-                    let head = (bi * hkv + h) * plan.rep + h0 + j;
-                    let src = &ys[j * c * dv..(j + 1) * c * dv];
-                    // SAFETY: the rows (head, q0 .. q0 + c) belong to this task alone.
-                    let o = unsafe { std::slice::from_raw_parts_mut(dst.at((head * tq + q0) * dv), c * dv) };
-                    o.copy_from_slice(src);
-                }
-            });
-        };
-        let macs = b * hq * tq * tk * (d + dv);
-        if plan.tasks() == 1 || macs < PARALLEL_MIN_MACS {
-            (0..plan.tasks()).for_each(run);
-        } else {
-            pool.execute_chunked(plan.tasks(), |range| range.for_each(run));
+        let CpuStorage::F32(q) = s1 else { candle_core::bail!("fused attention wants an f32 q") };
+        match (s2, s3) {
+            (CpuStorage::F32(k), CpuStorage::F32(v)) => attend_cpu(self.p, q, l1, k, l2, v, l3),
+            (CpuStorage::F16(k), CpuStorage::F16(v)) => attend_cpu(self.p, q, l1, k, l2, v, l3),
+            (CpuStorage::BF16(k), CpuStorage::BF16(v)) => attend_cpu(self.p, q, l1, k, l2, v, l3),
+            _ => candle_core::bail!("fused attention wants k and v in one float dtype"),
         }
-        Ok((CpuStorage::F32(out), Shape::from((b, hq, tq, dv))))
     }
+}
+
+/// [`FusedAttention`] with keys and values as stored.
+fn attend_cpu<T: Widen>(
+    p: AttnParams,
+    q: &[f32],
+    l1: &Layout,
+    k: &[T],
+    l2: &Layout,
+    v: &[T],
+    l3: &Layout,
+) -> Result<(CpuStorage, Shape)> {
+    let (&[b, hq, tq, d], &[_, hkv, tk, _], &[_, _, _, dv]) = (l1.dims(), l2.dims(), l3.dims()) else {
+        candle_core::bail!("fused attention wants rank-4 q, k, v")
+    };
+    let Some((q_start, _)) = l1.contiguous_offsets() else {
+        candle_core::bail!("fused attention wants a contiguous q")
+    };
+    let q = &q[q_start..];
+    let (sk, sv) = (l2.stride(), l3.stride());
+    let (ko, vo) = (l2.start_offset(), l3.start_offset());
+    let pool = candle_core::utils::barrier_pool();
+    let plan = Plan::new(b, hkv, hq / hkv, tq, pool.n_workers() + 1);
+    let mut out = vec![0f32; b * hq * tq * dv];
+    let dst = OutPtr(out.as_mut_ptr());
+    let run = |t: usize| {
+        let (bi, h, h0, nh, q0, c) = plan.task(t);
+        // Absolute positions of the task's first and last query, and the keys they see.
+        let first = tk - tq.min(tk) + q0;
+        let last = first + c - 1;
+        let k_hi = if p.causal { (last + 1).min(tk) } else { tk };
+        let k_lo = if p.window > 0 { (first + 1).saturating_sub(p.window).min(k_hi) } else { 0 };
+        let nk = k_hi - k_lo;
+        let vis = Visibility { c, nk, first: first as isize - k_lo as isize, causal: p.causal, window: p.window };
+        let rows = nh * c;
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let need = rows * (d + nk + dv);
+            if scratch.len() < need {
+                scratch.resize(need, 0.0);
+            }
+            let (qs, rest) = scratch.split_at_mut(rows * d);
+            let (scores, ys) = rest.split_at_mut(rows * nk);
+            // Rows are (query head, query), as the op-by-op path's (b, hkv, rep·c, d) view.
+            for j in 0..nh {
+                let head = (bi * hkv + h) * plan.rep + h0 + j;
+                let src = &q[(head * tq + q0) * d..(head * tq + q0 + c) * d];
+                for (o, &x) in qs[j * c * d..(j + 1) * c * d].iter_mut().zip(src) {
+                    *o = x * p.scale;
+                }
+            }
+            let kb = ko + bi * sk[0] + h * sk[1] + k_lo * sk[2];
+            let vb = vo + bi * sv[0] + h * sv[1] + k_lo * sv[2];
+            let none = gemm::Parallelism::None;
+            let qv = View { data: qs, row_stride: d, col_stride: 1 };
+            // kᵀ: row e (the head dim) strided by sk[3], column j (the key) by sk[2].
+            let kt = View { data: &k[kb..], row_stride: sk[3], col_stride: sk[2] };
+            product_widened(rows, nk, d, qv, kt, scores, none);
+            if nk > 0 {
+                for (r, row) in scores.chunks_exact_mut(nk).enumerate() {
+                    softmax_row(&vis, p.softcap, r % c, row);
+                    round_probs(row, p.probs_dtype);
+                }
+            }
+            let pv = View { data: scores, row_stride: nk, col_stride: 1 };
+            let vv = View { data: &v[vb..], row_stride: sv[2], col_stride: sv[3] };
+            product_widened(rows, dv, nk, pv, vv, ys, none);
+            for j in 0..nh {
+                let head = (bi * hkv + h) * plan.rep + h0 + j;
+                let src = &ys[j * c * dv..(j + 1) * c * dv];
+                // SAFETY: the rows (head, q0 .. q0 + c) belong to this task alone.
+                let o = unsafe { std::slice::from_raw_parts_mut(dst.at((head * tq + q0) * dv), c * dv) };
+                o.copy_from_slice(src);
+            }
+        });
+    };
+    let macs = b * hq * tq * tk * (d + dv);
+    if plan.tasks() == 1 || macs < PARALLEL_MIN_MACS {
+        (0..plan.tasks()).for_each(run);
+    } else {
+        pool.execute_chunked(plan.tasks(), |range| range.for_each(run));
+    }
+    Ok((CpuStorage::F32(out), Shape::from((b, hq, tq, dv))))
 }
 
 /// Rounds probabilities to the cache's dtype (as the op-by-op path's cast there and back).
@@ -246,6 +264,36 @@ mod tests {
             let p = AttnParams { probs_dtype: Some(C::F16), ..p };
             let got = attend(&qh, &f32_of(&kh), &f32_of(&vh), p).unwrap();
             assert!(max_diff(&got, &want) < 1e-5, "f16 cache {:?}", q.dims());
+        }
+    }
+
+    /// Decode-shaped calls, which `attention` hands to the fused op when there are several KV
+    /// heads, give the op-by-op path's bits: f32 and half caches read in place, f32 and bf16 q.
+    #[test]
+    fn decode_gives_the_op_by_op_bits() {
+        use crate::attention::attention;
+        // (b, hq, hkv, tq, tk, d)
+        for (b, hq, hkv, tq, tk, d) in
+            [(1, 14, 2, 1, 300, 64), (1, 16, 8, 1, 129, 128), (2, 4, 1, 1, 77, 256), (1, 4, 2, 3, 50, 32)]
+        {
+            let q = rand(&[b, hq, tq, d], 1);
+            let kbuf = rand(&[b, hkv, tk + 9, d], 2);
+            let vbuf = rand(&[b, hkv, tk + 9, d], 3);
+            let (k, v) = (kbuf.narrow(2, 0, tk).unwrap(), vbuf.narrow(2, 0, tk).unwrap());
+            for (q_dtype, kv_dtype) in [(C::F32, C::F32), (C::F32, C::F16), (C::F32, C::BF16), (C::BF16, C::BF16)] {
+                let q = q.to_dtype(q_dtype).unwrap();
+                let (k, v) = (k.to_dtype(kv_dtype).unwrap(), v.to_dtype(kv_dtype).unwrap());
+                for (window, softcap) in [(0, 0.0), (40, 0.0), (0, 5.0)] {
+                    let p = AttnParams { scale: 0.125, causal: true, window, softcap, probs_dtype: None };
+                    let fused = attention(&q, &k, &v, None, p).unwrap();
+                    let op_by_op = attention_blocked(&q, &k, &v, None, p, usize::MAX).unwrap();
+                    assert!(
+                        crate::half_slices::same_bits(&fused, &op_by_op),
+                        "{:?} q {q_dtype:?} kv {kv_dtype:?} window {window} softcap {softcap}",
+                        q.dims()
+                    );
+                }
+            }
         }
     }
 
