@@ -25,7 +25,7 @@ const VECTORS: usize = 4;
 /// The CPU has AVX-512 F; the views hold every element the shapes imply; `dst` holds `m · n`.
 #[target_feature(enable = "avx512f")]
 pub unsafe fn scores<T: Widen>(m: usize, n: usize, k: usize, a: View, b: View<T>, dst: &mut [f32]) {
-    debug_assert!(k % 16 == 0 && b.row_stride == 1 && a.col_stride == 1);
+    debug_assert!(k.is_multiple_of(16) && b.row_stride == 1 && a.col_stride == 1);
     assert!(a.data.len() >= (m - 1) * a.row_stride + k && dst.len() >= m * n);
     assert!(b.data.len() >= (n - 1) * b.col_stride + k);
     // SAFETY (each): the bounds asserted above; the head dims of the models get their own
@@ -202,7 +202,7 @@ mod tests {
                 // Keys: n rows of k (+3 padding); values: k rows of n (+5 padding).
                 let keys: Vec<T> = values(n * (k + 3), 2).into_iter().map(from).collect();
                 let vals: Vec<T> = values(k * (n + 5), 3).into_iter().map(from).collect();
-                if k % 16 == 0 {
+                if k.is_multiple_of(16) {
                     let kt = View { data: &keys, row_stride: 1, col_stride: k + 3 };
                     let mut got = vec![f32::NAN; m * n];
                     // SAFETY: has_avx512 held; the views hold the shapes' elements.
