@@ -231,7 +231,7 @@ fn attend_block(
     let op = MaskedSoftmax { vis, softcap };
     let mut probs = scores.contiguous()?.apply_op1_no_bwd(&op)?;
     if let Some(d) = p.probs_dtype {
-        probs = probs.to_dtype(d)?.to_dtype(C::F32)?;
+        probs = crate::half_slices::to_dtype(&crate::half_slices::to_dtype(&probs, d)?, C::F32)?;
     }
     let out = bmm(&probs, &vb)?; // (b, hkv, rep·c, dv)
     out.reshape((b, hq, c, dv))

@@ -208,11 +208,12 @@ fn attend_cpu<T: Widen>(
     Ok((CpuStorage::F32(out), Shape::from((b, hq, tq, dv))))
 }
 
-/// Rounds probabilities to the cache's dtype (as the op-by-op path's cast there and back).
+/// Rounds probabilities to the cache's dtype (as the op-by-op path's cast there and back),
+/// vectorized: one value at a time it was 10% of a 2048-token prefill with an f16 cache.
 fn round_probs(row: &mut [f32], dtype: Option<C>) {
     match dtype {
-        Some(C::F16) => row.iter_mut().for_each(|x| *x = half::f16::from_f32(*x).to_f32()),
-        Some(C::BF16) => row.iter_mut().for_each(|x| *x = half::bf16::from_f32(*x).to_f32()),
+        Some(C::F16) => crate::half_slices::round_through::<half::f16>(row),
+        Some(C::BF16) => crate::half_slices::round_through::<half::bf16>(row),
         _ => {}
     }
 }

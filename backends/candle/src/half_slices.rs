@@ -92,6 +92,16 @@ pub fn narrowed<E: HalfElem>(src: &[f32]) -> Vec<E> {
     })
 }
 
+/// Each value rounded to `E` and widened back, in place (what a cast there and back gives).
+pub fn round_through<E: HalfElem>(values: &mut [f32]) {
+    let mut halves = [E::default(); 256];
+    for chunk in values.chunks_mut(256) {
+        let halves = &mut halves[..chunk.len()];
+        E::narrow_into(chunk, halves);
+        E::widen_into(halves, chunk);
+    }
+}
+
 /// A half-precision element: slices of it convert to and from f32 with half's exact results.
 pub trait HalfElem: Copy + Default + Send + Sync + 'static {
     /// `dst[i] = src[i]` widened (equal lengths).
@@ -237,6 +247,23 @@ mod tests {
         for (i, (&v, f)) in src.iter().zip(&fast).enumerate() {
             assert_eq!(f.to_bits(), bf16::from_f32(v).to_bits(), "value {i}: {:#010x}", v.to_bits());
             assert_eq!(round_bf16(v).to_bits(), f.to_bits());
+        }
+    }
+
+    /// Rounding through bf16 / f16 in place gives half's round trip bit for bit, across chunks.
+    #[test]
+    fn round_through_matches_halfs_round_trip() {
+        // bf16's edge patterns, then scattered bits over the whole range (f16's subnormals, ties
+        // and overflow included).
+        let scattered = (0..20_000u32).map(|i| i.wrapping_mul(2654435761) >> (i % 7));
+        let src: Vec<f32> =
+            patterns().into_iter().chain(scattered).map(f32::from_bits).filter(|v| !v.is_nan()).collect();
+        let (mut b, mut h) = (src.clone(), src.clone());
+        round_through::<bf16>(&mut b);
+        round_through::<f16>(&mut h);
+        for (i, &v) in src.iter().enumerate() {
+            assert_eq!(b[i].to_bits(), bf16::from_f32(v).to_f32().to_bits(), "bf16, value {:#010x}", v.to_bits());
+            assert_eq!(h[i].to_bits(), f16::from_f32(v).to_f32().to_bits(), "f16, value {:#010x}", v.to_bits());
         }
     }
 
