@@ -134,6 +134,13 @@ fn attention_with(
     // hands the (batch, KV head) pairs to the pool (the op-by-op path ran them on one thread):
     // the same thin kernels per row and the same softmax, so the same bits.
     let fused = mask.is_none() && block_elems.is_none() && (b * hq * tq * tk > BLOCK_ELEMS || (thin && b * hkv > 1));
+    // bf16 prompts on AMX tiles (probabilities rounded to bf16 before they meet v).
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if mask.is_none() && block_elems.is_none() && !fused && !thin {
+        if let Some(out) = crate::amx_attention::try_attend(q, k, v, p)? {
+            return Ok(out);
+        }
+    }
     let in_place = matches!(k.dtype(), C::BF16 | C::F16) && thin;
     let widen = |t: &Tensor| if in_place { Ok(t.clone()) } else { to_f32(t) };
     let (qf, kf, vf) = (to_f32(q)?, matmul_ready(widen(k)?)?, matmul_ready(widen(v)?)?);
@@ -600,6 +607,48 @@ mod tests {
                         assert!(((*g as f64) - w).abs() <= tol * w, "n {n} spread {spread}: {g} vs {w}");
                     }
                 }
+            }
+        }
+    }
+
+    /// bf16 prompts on AMX tiles agree with the f32 path on the same bf16 values to the
+    /// probabilities' and the output's bf16 rounding (2^-8 relative each).
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[test]
+    fn amx_prompts_match_the_f32_path() {
+        if crate::half_gemm::best_kernel() != crate::half_gemm::HalfKernel::Amx {
+            eprintln!("skipped: no AMX tiles for this process");
+            return;
+        }
+        for (b, hq, hkv, tq, tk, d) in [(1, 16, 8, 128, 128, 128), (2, 4, 1, 40, 70, 64), (1, 6, 2, 33, 33, 80)] {
+            let q = rand(&[b, hq, tq, d], 1).to_dtype(C::BF16).unwrap();
+            let kbuf = rand(&[b, hkv, tk + 5, d], 2).to_dtype(C::BF16).unwrap();
+            let vbuf = rand(&[b, hkv, tk + 5, d], 3).to_dtype(C::BF16).unwrap();
+            let (k, v) = (kbuf.narrow(2, 0, tk).unwrap(), vbuf.narrow(2, 0, tk).unwrap());
+            for (causal, window, softcap) in [(true, 0, 0.0), (true, 16, 0.0), (false, 0, 4.0)] {
+                let p = AttnParams { scale: 0.125, causal, window, softcap, probs_dtype: None };
+                let got = attention(&q, &k, &v, None, p).unwrap();
+                assert_eq!(got.dtype(), C::BF16);
+                let want = attention_blocked(&q, &k, &v, None, p, usize::MAX).unwrap();
+                let (g, w) = (got.to_dtype(C::F32).unwrap(), want.to_dtype(C::F32).unwrap());
+                let diff = (&g - &w).unwrap().abs().unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                let vmax = v
+                    .to_dtype(C::F32)
+                    .unwrap()
+                    .abs()
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .max(0)
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap();
+                let worst = diff.iter().fold(0f32, |m, &x| if x.is_nan() { f32::INFINITY } else { m.max(x) });
+                assert!(
+                    worst <= 2.0 * vmax / 256.0,
+                    "{:?} causal {causal} window {window}: {worst} (|v| <= {vmax})",
+                    q.dims()
+                );
             }
         }
     }

@@ -8,6 +8,8 @@
 //! Module map: [`tensor`] (the tensor type), [`convert`] (bytes and dtypes), [`quant`]
 //! (quantized weights), [`ops`] (dispatch) and one module per op family.
 
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod amx_attention;
 pub mod attention;
 pub mod conv;
 mod conv_direct;
