@@ -13,7 +13,7 @@ use crate::half_gemm::{self, amx, HalfKernel};
 
 /// q (b, hq, tq, d), k (b, hkv, tk, d), v (b, hkv, tk, dv), all bf16 on the CPU, causal /
 /// window / soft-cap as `p` (no mask, no probability rounding to another dtype) -> (b, hq, tq, dv)
-/// bf16; `None` where this path does not apply (another dtype, no AMX, strided rows).
+/// bf16; `None` where this path does not apply (another dtype, no AMX).
 pub fn try_attend(q: &Tensor, k: &Tensor, v: &Tensor, p: AttnParams) -> Result<Option<Tensor>> {
     if [q, k, v].iter().any(|t| t.dtype() != C::BF16 || !t.device().is_cpu())
         || p.probs_dtype.is_some()
@@ -26,9 +26,10 @@ pub fn try_attend(q: &Tensor, k: &Tensor, v: &Tensor, p: AttnParams) -> Result<O
     let dv = v.dim(3)?;
     let rep = hq / hkv;
     let q = q.contiguous()?;
-    // Keys as (tk, d) rows of each (batch, KV head), and values transposed to (dv, tk): the
-    // tiles' weight operand is row-major.
-    let k = k.contiguous()?;
+    // Keys as (tk, d) rows of each (batch, KV head), read in place from a cache view whose
+    // rows are contiguous, and values transposed to (dv, tk): the tiles' weight operand is
+    // row-major.
+    let k = if k.stride()[2..] == [d, 1] { k.clone() } else { k.contiguous()? };
     let vt = v.transpose(2, 3)?.contiguous()?;
     let (sq, lq) = q.storage_and_layout();
     let (sk, lk) = k.storage_and_layout();
@@ -38,6 +39,7 @@ pub fn try_attend(q: &Tensor, k: &Tensor, v: &Tensor, p: AttnParams) -> Result<O
         return Ok(None);
     };
     let (qs, ks, vs) = (&qs[lq.start_offset()..], &ks[lk.start_offset()..], &vs[lv.start_offset()..]);
+    let sk = lk.stride();
     let m = rep * tq;
     let vis = Visibility { c: tq, nk: tk, first: tk as isize - tq as isize, causal: p.causal, window: p.window };
     let mut out = vec![bf16::ZERO; b * hq * tq * dv];
@@ -45,7 +47,8 @@ pub fn try_attend(q: &Tensor, k: &Tensor, v: &Tensor, p: AttnParams) -> Result<O
     let mut probs = vec![bf16::ZERO; m * tk];
     for g in 0..b * hkv {
         let qg = &qs[g * m * d..(g + 1) * m * d];
-        amx::product(&ks[g * tk * d..(g + 1) * tk * d], qg, m, tk, d, &mut scores);
+        let k0 = (g / hkv) * sk[0] + (g % hkv) * sk[1];
+        amx::product(&ks[k0..k0 + tk * d], qg, m, tk, d, &mut scores);
         for (r, row) in scores.chunks_exact_mut(tk).enumerate() {
             row.iter_mut().for_each(|s| *s *= p.scale);
             softmax_row(&vis, p.softcap, r % tq, row);

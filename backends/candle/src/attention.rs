@@ -465,8 +465,8 @@ unsafe fn softmax_avx512(d: &mut [f32]) {
     unsafe {
         let mut maxv = _mm512_set1_ps(f32::NEG_INFINITY);
         for i in (0..n).step_by(16) {
-            let x = _mm512_maskz_loadu_ps(first_lanes((n - i).min(16)), ptr.add(i));
-            let x = _mm512_mask_blend_ps(first_lanes((n - i).min(16)), _mm512_set1_ps(f32::NEG_INFINITY), x);
+            // Lanes past the row read as -inf.
+            let x = _mm512_mask_loadu_ps(_mm512_set1_ps(f32::NEG_INFINITY), first_lanes((n - i).min(16)), ptr.add(i));
             maxv = _mm512_max_ps(maxv, x);
         }
         let max = _mm512_set1_ps(_mm512_reduce_max_ps(maxv));

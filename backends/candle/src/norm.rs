@@ -92,19 +92,20 @@ fn rms_apply<E: RowElem + Default>(
     let w: Vec<f32> = w.iter().map(|v| v.widen()).collect();
     let mut out = vec![E::default(); rows * n];
     let dst = OutPtr(out.as_mut_ptr());
+    let wide = crate::half_slices::has_avx512();
     let body = |range: std::ops::Range<usize>| {
         let mut xw = vec![0f32; SUM_ROWS * n];
         let mut sums = [0f32; SUM_ROWS];
         let mut r = range.start;
         while r < range.end {
-            let rows = if has_avx512() && range.end - r >= SUM_ROWS { SUM_ROWS } else { 1 };
+            let rows = if wide && range.end - r >= SUM_ROWS { SUM_ROWS } else { 1 };
             for (j, xw) in xw.chunks_exact_mut(n).take(rows).enumerate() {
                 let at = row_at(r + j);
                 x[at..at + n].iter().zip(xw).for_each(|(v, d)| *d = v.widen());
             }
             if rows == SUM_ROWS {
                 #[cfg(target_arch = "x86_64")]
-                // SAFETY: has_avx512() held; xw holds SUM_ROWS rows of n values.
+                // SAFETY: the CPU has AVX-512 (`wide`); xw holds SUM_ROWS rows of n values.
                 unsafe {
                     sums_of_squares(&xw, n, &mut sums)
                 };
@@ -131,10 +132,6 @@ fn rms_apply<E: RowElem + Default>(
 
 /// Rows whose sums of squares [`sums_of_squares`] takes at once.
 const SUM_ROWS: usize = 16;
-
-fn has_avx512() -> bool {
-    crate::half_slices::has_avx512()
-}
 
 /// `sums[j]` = Σ x² over row j of 16 rows of `n` values, each summed in order from `Sum`'s
 /// zero, a rounded product then a rounded add per value, as the one-row loop does (so the same
