@@ -1,4 +1,4 @@
-//! Direct stride-1 f32 convolution for CPUs with AVX2 and FMA.
+//! Direct stride-1 f32 convolution for CPUs with AVX2 and FMA (AVX-512 where present).
 //!
 //! The column-buffer path (`conv::dense_conv1d_f32`) copies each input window into a buffer and
 //! gemm then packs that buffer again before its microkernel runs: two copies of `cin·k` values
@@ -6,7 +6,10 @@
 //! just the input row shifted by `j·dilation`, so the kernel here reads it in place: a block of
 //! 16 output columns × 6 output channels keeps its 12 accumulators in registers while it walks
 //! the input channels and taps, loading two vectors of each shifted row and broadcasting the six
-//! channels' weights from the weight's own `(cout, cin, k)` rows. Nothing is packed.
+//! channels' weights from the weight's own `(cout, cin, k)` rows. Nothing is packed. With
+//! AVX-512 a block is 64 columns × 6 channels (24 of the 32 vector registers accumulate, four
+//! loads and six broadcasts feed 24 FMAs of twice the width); every output's sum runs in the same
+//! order either way, so both widths give the same bits.
 //!
 //! Work items are equal chunks of at most 256 output columns, split by output channels until
 //! every thread has several; within an item the input channels go in groups of 128 so the rows
@@ -18,10 +21,12 @@
 
 use crate::out_ptr::OutPtr;
 
-/// Output columns per kernel call: two AVX2 vectors.
-const COLS: usize = 16;
-/// Output channels per kernel call: 12 accumulators, two input vectors and a broadcast weight
-/// fill 15 of the 16 vector registers.
+/// Output columns per AVX2 kernel call: two vectors.
+const COLS_AVX2: usize = 16;
+/// Output columns per AVX-512 kernel call: four vectors.
+const COLS_AVX512: usize = 64;
+/// Output channels per kernel call: with AVX2 12 accumulators, two input vectors and a broadcast
+/// weight fill 15 of the 16 vector registers; with AVX-512 24 + 4 + 1 of 32.
 const ROWS: usize = 6;
 /// Output columns per work item.
 const CHUNK: usize = 256;
@@ -33,6 +38,15 @@ const ITEMS_PER_THREAD: usize = 8;
 /// Whether this CPU runs [`conv1d_accumulate`]: AVX2 and FMA.
 pub(crate) fn available() -> bool {
     crate::gemv::has_fma()
+}
+
+/// The widest block this CPU runs: output columns per kernel call.
+fn widest_block() -> usize {
+    if crate::half_slices::has_avx512() {
+        COLS_AVX512
+    } else {
+        COLS_AVX2
+    }
 }
 
 /// The geometry of a stride-1, groups-1 convolution `(b, cin, l)` by `(cout, cin, k)`.
@@ -72,20 +86,26 @@ impl Shape {
 /// Adds the convolution of `xs` `(b, cin, l)` with `ws` `(cout, cin, k)` to `out`
 /// `(b, cout, l_out)`, which holds the bias (or zeros). Only call when [`available`].
 pub(crate) fn conv1d_accumulate(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shape) {
+    accumulate_in_blocks(xs, ws, out, s, widest_block())
+}
+
+/// [`conv1d_accumulate`] with blocks of `cols` output columns (16, or 64 with AVX-512).
+fn accumulate_in_blocks(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shape, cols: usize) {
     assert!(available(), "conv1d_accumulate needs avx2 and fma");
+    assert!(cols == COLS_AVX2 || (cols == COLS_AVX512 && crate::half_slices::has_avx512()));
     assert!(s.k >= 1 && s.dilation >= 1 && s.l_out + s.span() == s.l + 2 * s.padding + 1);
     assert!(xs.len() == s.b * s.cin * s.l && ws.len() == s.cout * s.cin * s.k);
     assert_eq!(out.len(), s.b * s.cout * s.l_out);
     if out.is_empty() || s.cin == 0 {
         return;
     }
-    // Equal chunks of whole 16-column blocks (at most CHUNK columns), split by output channels
+    // Equal chunks of whole blocks (at most CHUNK columns), split by output channels
     // in whole 6-row blocks until there are ITEMS_PER_THREAD per thread: with 2 threads, 4
     // chunks of 256, 256, 256 and 32 columns (an 800-column product) kept one thread idle for a
     // third of the call.
     let pool = candle_core::utils::barrier_pool();
     let threads = pool.n_workers() + 1;
-    let chunk = s.l_out.div_ceil(COLS).div_ceil(s.l_out.div_ceil(CHUNK)) * COLS;
+    let chunk = s.l_out.div_ceil(cols).div_ceil(s.l_out.div_ceil(CHUNK)) * cols;
     let chunks_per_item = s.l_out.div_ceil(chunk);
     let chunks = s.b * chunks_per_item;
     let want = if threads > 1 { threads * ITEMS_PER_THREAD } else { 1 };
@@ -95,7 +115,7 @@ pub(crate) fn conv1d_accumulate(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shap
     let splits = s.cout.div_ceil(rows_per_split);
     let dst = OutPtr(out.as_mut_ptr());
     let run = |items: std::ops::Range<usize>| {
-        let mut edge = EdgeBuffers::new();
+        let mut edge = EdgeBuffers::new(cols);
         for item in items {
             let (c, split) = (item / splits, item % splits);
             let (bi, t0) = (c / chunks_per_item, c % chunks_per_item * chunk);
@@ -124,19 +144,21 @@ struct EdgeBuffers {
     windows: Vec<f32>,
     /// First output column of each cached window.
     starts: Vec<usize>,
-    out: [f32; ROWS * COLS],
+    /// Output columns per block.
+    cols: usize,
+    out: Vec<f32>,
 }
 
 impl EdgeBuffers {
-    fn new() -> Self {
-        EdgeBuffers { windows: Vec::new(), starts: Vec::new(), out: [0.0; ROWS * COLS] }
+    fn new(cols: usize) -> Self {
+        EdgeBuffers { windows: Vec::new(), starts: Vec::new(), cols, out: vec![0.0; ROWS * cols] }
     }
 
     /// Caches the windows of the edge blocks `starts` for rows `g0..g0 + g` of `x` (`l`
     /// columns each): from column `b0 - padding` (may be negative), `width` columns, zero
     /// outside `0..l`.
     fn fill(&mut self, x: &[f32], s: &Shape, (g0, g): (usize, usize), starts: &[usize]) {
-        let width = COLS + s.span() - 1;
+        let width = self.cols + s.span() - 1;
         self.windows.resize(starts.len() * g * width, 0.0);
         for (window, &b0) in self.windows.chunks_exact_mut(g * width).zip(starts) {
             let first = b0 as isize - s.padding as isize;
@@ -172,11 +194,11 @@ unsafe fn chunk_accumulate(
     (c0, c1): (usize, usize),
     edge: &mut EdgeBuffers,
 ) {
-    let span = s.span();
+    let (span, cols) = (s.span(), edge.cols);
     let ck = s.cin * s.k;
-    // Input positions b0 - padding .. b0 - padding + COLS + span - 1 are read.
-    let interior = |b0: usize| b0 >= s.padding && b0 + COLS <= s.l_out && b0 - s.padding + COLS + span - 1 <= s.l;
-    let edges: Vec<usize> = (t0..t1).step_by(COLS).filter(|&b0| !interior(b0)).collect();
+    // Input positions b0 - padding .. b0 - padding + cols + span - 1 are read.
+    let interior = |b0: usize| b0 >= s.padding && b0 + cols <= s.l_out && b0 - s.padding + cols + span - 1 <= s.l;
+    let edges: Vec<usize> = (t0..t1).step_by(cols).filter(|&b0| !interior(b0)).collect();
     for g0 in (0..s.cin).step_by(CIN_GROUP) {
         let g = CIN_GROUP.min(s.cin - g0);
         if !edges.is_empty() {
@@ -186,11 +208,11 @@ unsafe fn chunk_accumulate(
         for r0 in (c0..c1).step_by(ROWS) {
             let rows = ROWS.min(c1 - r0);
             let w = ws.as_ptr().add(r0 * ck + g0 * s.k);
-            for b0 in (t0..t1).step_by(COLS) {
+            for b0 in (t0..t1).step_by(cols) {
                 if interior(b0) {
                     let x = x.as_ptr().add(g0 * s.l + b0 - s.padding);
                     let out = out.add(r0 * s.l_out + b0);
-                    block(rows, s.operands(x, s.l, w, g, out, s.l_out));
+                    block(rows, cols, s.operands(x, s.l, w, g, out, s.l_out));
                 } else {
                     edge_block(w, out, s, g, (r0, rows), b0, edge);
                 }
@@ -213,22 +235,24 @@ unsafe fn edge_block(
     b0: usize,
     edge: &mut EdgeBuffers,
 ) {
-    let width = COLS + s.span() - 1;
-    let cols = COLS.min(s.l_out - b0);
+    let block_cols = edge.cols;
+    let width = block_cols + s.span() - 1;
+    let cols = block_cols.min(s.l_out - b0);
     for r in 0..rows {
-        let o = &mut edge.out[r * COLS..(r + 1) * COLS];
+        let o = &mut edge.out[r * block_cols..(r + 1) * block_cols];
         o.fill(0.0);
         std::ptr::copy_nonoverlapping(out.add((r0 + r) * s.l_out + b0), o.as_mut_ptr(), cols);
     }
     let window = edge.window(b0, g, width).as_ptr();
-    block(rows, s.operands(window, width, w, g, edge.out.as_mut_ptr(), COLS));
+    let scratch = edge.out.as_mut_ptr();
+    block(rows, block_cols, s.operands(window, width, w, g, scratch, block_cols));
     for r in 0..rows {
-        std::ptr::copy_nonoverlapping(edge.out.as_ptr().add(r * COLS), out.add((r0 + r) * s.l_out + b0), cols);
+        std::ptr::copy_nonoverlapping(edge.out.as_ptr().add(r * block_cols), out.add((r0 + r) * s.l_out + b0), cols);
     }
 }
 
-/// What one kernel call reads and writes: `out[r][0..16] += Σ_ci Σ_j w(r, ci, j) ·
-/// x[ci·x_stride + j·dilation ..][0..16]` for `r < rows`, where `w(r, ci, j)` lies at
+/// What one kernel call reads and writes: `out[r][0..cols] += Σ_ci Σ_j w(r, ci, j) ·
+/// x[ci·x_stride + j·dilation ..][0..cols]` for `r < rows`, where `w(r, ci, j)` lies at
 /// `w + r·w_row + ci·w_ci + j` (a convolution's weight `(cout, cin, k)`: `w_row = cin·k`,
 /// `w_ci = k`).
 #[derive(Clone, Copy)]
@@ -245,23 +269,29 @@ struct Operands {
     out_stride: usize,
 }
 
-/// One block of `rows` (1..=6) output channels × 16 columns.
+/// One block of `rows` (1..=6) output channels × `cols` (16 or 64) columns.
 ///
 /// # Safety
 /// Every address [`Operands`] describes for `rows` rows is readable (`x`, `w`) or writable
-/// (`out`: 16 values per row).
-unsafe fn block(rows: usize, o: Operands) {
+/// (`out`: `cols` values per row); 64 columns only with AVX-512.
+unsafe fn block(rows: usize, cols: usize, o: Operands) {
     #[cfg(target_arch = "x86_64")]
-    match rows {
-        6 => avx2::block::<6>(o),
-        5 => avx2::block::<5>(o),
-        4 => avx2::block::<4>(o),
-        3 => avx2::block::<3>(o),
-        2 => avx2::block::<2>(o),
+    match (cols, rows) {
+        (COLS_AVX512, 6) => avx512::block::<6>(o),
+        (COLS_AVX512, 5) => avx512::block::<5>(o),
+        (COLS_AVX512, 4) => avx512::block::<4>(o),
+        (COLS_AVX512, 3) => avx512::block::<3>(o),
+        (COLS_AVX512, 2) => avx512::block::<2>(o),
+        (COLS_AVX512, _) => avx512::block::<1>(o),
+        (_, 6) => avx2::block::<6>(o),
+        (_, 5) => avx2::block::<5>(o),
+        (_, 4) => avx2::block::<4>(o),
+        (_, 3) => avx2::block::<3>(o),
+        (_, 2) => avx2::block::<2>(o),
         _ => avx2::block::<1>(o),
     }
     #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("conv_direct runs only where `available` ({rows} rows, {} channels)", o.channels)
+    unreachable!("conv_direct runs only where `available` ({rows} rows × {cols}, {} channels)", o.channels)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -296,6 +326,52 @@ mod avx2 {
             let out = o.out.add(r * o.out_stride);
             _mm256_storeu_ps(out, a[0]);
             _mm256_storeu_ps(out.add(8), a[1]);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::Operands;
+
+    /// [`Operands`] for R rows × 64 columns, the 4R accumulators in registers; per output the
+    /// same order of operations as the AVX2 block.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn block<const R: usize>(o: Operands) {
+        let mut acc = [[_mm512_setzero_ps(); 4]; R];
+        for (r, a) in acc.iter_mut().enumerate() {
+            let out = o.out.add(r * o.out_stride);
+            for (v, a) in a.iter_mut().enumerate() {
+                *a = _mm512_loadu_ps(out.add(16 * v));
+            }
+        }
+        for ci in 0..o.channels {
+            let xr = o.x.add(ci * o.x_stride);
+            let wr = o.w.add(ci * o.w_ci);
+            for j in 0..o.taps {
+                let xp = xr.add(j * o.dilation);
+                let x = [
+                    _mm512_loadu_ps(xp),
+                    _mm512_loadu_ps(xp.add(16)),
+                    _mm512_loadu_ps(xp.add(32)),
+                    _mm512_loadu_ps(xp.add(48)),
+                ];
+                let wj = wr.add(j);
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let wv = _mm512_set1_ps(*wj.add(r * o.w_row));
+                    for (a, &x) in a.iter_mut().zip(&x) {
+                        *a = _mm512_fmadd_ps(wv, x, *a);
+                    }
+                }
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            let out = o.out.add(r * o.out_stride);
+            for (v, &a) in a.iter().enumerate() {
+                _mm512_storeu_ps(out.add(16 * v), a);
+            }
         }
     }
 }
@@ -357,6 +433,7 @@ mod tests {
             (2, 9, 530, 5, 1, 1, 0),
             (1, 8, 10, 2, 5, 2, 4),
             (1, 24, 300, 25, 7, 9, 27),
+            (1, 140, 900, 8, 7, 3, 0),
         ];
         for (seed, &(b, cin, l, cout, k, dilation, padding)) in cases.iter().enumerate() {
             let l_out = l + 2 * padding - dilation * (k - 1);
@@ -364,14 +441,22 @@ mod tests {
             let xs = values(b * cin * l, 3 * seed as u64 + 1);
             let ws = values(cout * cin * k, 3 * seed as u64 + 2);
             let bias = values(cout, 3 * seed as u64 + 3);
-            let mut out: Vec<f32> =
+            let biased: Vec<f32> =
                 (0..b).flat_map(|_| bias.iter().flat_map(|&v| std::iter::repeat_n(v, l_out))).collect();
-            conv1d_accumulate(&xs, &ws, &mut out, s);
             let want = reference(&xs, &ws, &bias, s);
+            let mut narrow = biased.clone();
+            accumulate_in_blocks(&xs, &ws, &mut narrow, s, COLS_AVX2);
             // f32 sums of cin·k products of values in [-1, 1]: a few ulps per term.
             let tol = 4e-7 * (cin * k) as f64 + 1e-6;
-            for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
+            for (i, (&got, &want)) in narrow.iter().zip(&want).enumerate() {
                 assert!((got as f64 - want).abs() <= tol, "{s:?}: output {i}: {got} vs {want}");
+            }
+            if crate::half_slices::has_avx512() {
+                // The wide blocks sum in the same order: the same bits.
+                let mut wide = biased;
+                accumulate_in_blocks(&xs, &ws, &mut wide, s, COLS_AVX512);
+                let same = wide.iter().zip(&narrow).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{s:?}: 64-column blocks differ from 16-column ones");
             }
         }
     }
