@@ -72,10 +72,21 @@ pub fn snake(x: &Tensor, alpha: &Tensor, inv_beta: &Tensor) -> Result<Tensor> {
 
 fn snake_values(x: &[f32], alpha: f32, inv_beta: f32, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
+    if crate::half_slices::has_avx512() {
+        // SAFETY: avx512f/bw checked at run time.
+        return unsafe { snake_values_avx512(x, alpha, inv_beta, out) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if elementwise::has_avx2() {
         // SAFETY: avx2 checked at run time.
         return unsafe { snake_values_avx2(x, alpha, inv_beta, out) };
     }
+    snake_body(x, alpha, inv_beta, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx2")]
+unsafe fn snake_values_avx512(x: &[f32], alpha: f32, inv_beta: f32, out: &mut [f32]) {
     snake_body(x, alpha, inv_beta, out)
 }
 
