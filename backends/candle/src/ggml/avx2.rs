@@ -188,7 +188,7 @@ pub unsafe fn dot_q4k(row: &[u8], x: &ActRow) -> f32 {
 /// the top 2 bits of bytes 0..4 / 4..8).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4k_scales_mins(p: *const u8) -> (u64, __m128i) {
+pub(super) unsafe fn q4k_scales_mins(p: *const u8) -> (u64, __m128i) {
     let word = |i: usize| (p.add(4 * i) as *const u32).read_unaligned();
     let (a, b, c) = (word(0), word(1), word(2));
     let (six, four, two) = (0x3f3f_3f3f_u32, 0x0f0f_0f0f_u32, 0x0303_0303_u32);

@@ -359,6 +359,9 @@ fn group_kernel_for(format: Format, isa: Isa) -> GroupDotFn {
         if isa >= Isa::Avx512 && format == Format::Q5_0 {
             return |w, rb, x| unsafe { avx512::dot_q5_0_row_pairs::<GROUP>(w.as_ptr(), rb, x) };
         }
+        if isa >= Isa::Avx512 && format == Format::Q4K {
+            return |w, rb, x| unsafe { avx512::dot_q4k_row_pairs::<GROUP>(w.as_ptr(), rb, x) };
+        }
         if isa >= Isa::Avx2 {
             match format {
                 Format::Q8_0 => return |w, rb, x| unsafe { avx2::dot_q8_0_rows::<GROUP>(w.as_ptr(), rb, x) },

@@ -227,6 +227,46 @@ fn q8_0_avx512_matches_avx2_bit_for_bit() {
     }
 }
 
+/// The AVX-512 Q4_K row pairs give the AVX2 one-row kernel's results bit for bit: 1, 4 and 12
+/// blocks (rows of 256, 1024 and 3072 values), scales and mins over their whole 6-bit range,
+/// f16 d and dmin of both signs and zero, activations at the extremes.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn q4k_avx512_row_pairs_match_avx2_bit_for_bit() {
+    if isa() < Isa::Avx512 {
+        eprintln!("skipped: no AVX-512 VNNI");
+        return;
+    }
+    for nb in [1usize, 4, 12] {
+        let rb = nb * 144;
+        let mut w = random_bytes(GROUP * rb, 40 + nb as u64);
+        let scales = values(2 * GROUP * nb, 41 + nb as u64);
+        for (i, (blk, d)) in w.chunks_exact_mut(144).zip(scales.chunks_exact(2)).enumerate() {
+            let (d, dmin) = if i % 7 == 3 { (0.0, -0.0) } else { (d[0], d[1]) };
+            blk[..2].copy_from_slice(&half::f16::from_f32(d).to_le_bytes());
+            blk[2..4].copy_from_slice(&half::f16::from_f32(dmin).to_le_bytes());
+        }
+        let mut q: Vec<i8> =
+            random_bytes(nb * 256, 50 + nb as u64).into_iter().map(|b| ((b % 255) as i16 - 127) as i8).collect();
+        for (i, blk) in q.chunks_exact_mut(32).enumerate() {
+            if i % 5 == 0 {
+                blk.fill(if i % 2 == 0 { 127 } else { -127 });
+            }
+        }
+        let sums: Vec<i16> = q.chunks_exact(16).map(|c| c.iter().map(|&v| v as i16).sum()).collect();
+        let d: Vec<f32> = values(nb, 51 + nb as u64).into_iter().map(|v| v.abs() + 1e-3).collect();
+        let x = ActRow { d: &d, q: &q, sums: &sums };
+        // SAFETY: `isa()` checked the features; `w` holds GROUP rows of `rb` bytes.
+        let (fast, slow) = unsafe {
+            let fast = avx512::dot_q4k_row_pairs::<GROUP>(w.as_ptr(), rb, &x);
+            let slow: Vec<f32> = (0..GROUP).map(|r| avx2::dot_q4k(&w[r * rb..(r + 1) * rb], &x)).collect();
+            (fast, slow)
+        };
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&fast), bits(&slow), "{nb} blocks: {fast:?} vs {slow:?}");
+    }
+}
+
 /// The unpack-once Q5_0 prefill (taken on AVX2-only CPUs) equals the AVX2 one-row kernel bit
 /// for bit; checked on every CPU with AVX2, since AVX-512 ones do not reach it through matmul.
 #[cfg(target_arch = "x86_64")]
