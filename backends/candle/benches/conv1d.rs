@@ -67,7 +67,7 @@ fn main() {
         let x = tensor(&[1, cin, l], 2 * seed as u64 + 1);
         let w = tensor(&[cin, cout, k], 2 * seed as u64 + 2);
         let b = tensor(&[cout], 7);
-        let p = ConvParams { stride, padding: 0, dilation: 1, groups: 1, output_padding: 0 };
+        let p = ConvParams { stride, padding: stride, dilation: 1, groups: 1, output_padding: 0 };
         let flop = 2.0 * (cout * cin * k * l) as f64;
         let t = best(5, || {
             conv_transpose1d(&x, &w, Some(&b), p).unwrap();

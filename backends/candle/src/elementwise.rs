@@ -396,7 +396,7 @@ fn act_body(act: Act, src: &[f32], dst: &mut [f32]) {
             // Beyond the reduction's range (and for NaN / ±inf): libm, one value at a time. A
             // separate function: inlined, AVX-512's masked vectorization called sinf for every
             // lane and blended (a quarter of a codec decode).
-            if src.iter().any(|&x| !(x.abs() <= SIN_REDUCED_MAX)) {
+            if src.iter().any(|&x| x.is_nan() || x.abs() > SIN_REDUCED_MAX) {
                 sin_beyond_reduction(src, dst);
             }
         }

@@ -64,7 +64,7 @@ fn run(op: Op<'_>, ts: &[&CandleTensor]) -> candle_core::Result<Tensor> {
             let xs = ts.iter().map(|t| t.dense(name)).collect::<candle_core::Result<Vec<_>>>()?;
             shape_ops::concat(&xs, dim)
         }
-        Op::Contiguous => d(0)?.contiguous(),
+        Op::Contiguous => shape_ops::contiguous(d(0)?),
         Op::IndexSelect { dim } => shape_ops::index_select(d(0)?, d(1)?, dim),
         Op::Gather { dim } => shape_ops::gather(d(0)?, d(1)?, dim),
         Op::Reduce { op, dim, keepdim } => reduce::reduce(d(0)?, op, dim, keepdim),

@@ -349,6 +349,46 @@ fn shape_ops() {
     assert!(x.permute(&[0, 0, 1]).is_err());
 }
 
+/// Large views whose last dim is strided take the tiled copy: every permutation of a rank-3 and
+/// some of a rank-4 tensor (odd sizes: partial tiles), f32 and bf16, and a narrowed view with an
+/// offset, all against the values read by index.
+#[test]
+fn strided_views_copy_in_tiles() {
+    let b = be();
+    let dims = [5usize, 131, 37];
+    let v: Vec<f32> = (0..dims.iter().product::<usize>()).map(|i| i as f32).collect();
+    let x = t(&b, &v, &dims);
+    let at = |i: [usize; 3]| v[(i[0] * dims[1] + i[1]) * dims[2] + i[2]];
+    for perm in [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+        let p = x.permute(&perm).unwrap();
+        let pd = [dims[perm[0]], dims[perm[1]], dims[perm[2]]];
+        let mut want = Vec::with_capacity(v.len());
+        for i in 0..pd[0] {
+            for j in 0..pd[1] {
+                for k in 0..pd[2] {
+                    let mut idx = [0; 3];
+                    (idx[perm[0]], idx[perm[1]], idx[perm[2]]) = (i, j, k);
+                    want.push(at(idx));
+                }
+            }
+        }
+        assert_eq!(p.contiguous().unwrap().to_vec_f32().unwrap(), want, "f32 {perm:?}");
+        let half = x.to_dtype(DType::BF16).unwrap().permute(&perm).unwrap().contiguous().unwrap();
+        let half = half.to_vec_f32().unwrap();
+        let want_half: Vec<f32> = want.iter().map(|&w| half::bf16::from_f32(w).to_f32()).collect();
+        assert_eq!(half, want_half, "bf16 {perm:?}");
+    }
+    // The codec's interleave: (1, phases, c, t) -> (1, c, t, phases), from a narrowed view.
+    let (ph, c, tt) = (3usize, 7usize, 400usize);
+    let w: Vec<f32> = (0..2 * ph * c * tt).map(|i| i as f32).collect();
+    let y = t(&b, &w, &[2, ph, c, tt]).narrow(0, 1, 1).unwrap().permute(&[0, 2, 3, 1]).unwrap();
+    let got = y.contiguous().unwrap().to_vec_f32().unwrap();
+    for (f, &g) in got.iter().enumerate() {
+        let (ci, q, phi) = (f / (tt * ph), f / ph % tt, f % ph);
+        assert_eq!(g, w[((ph + phi) * c + ci) * tt + q], "interleave value {f}");
+    }
+}
+
 #[test]
 fn index_select_and_gather() {
     let b = be();
@@ -1102,6 +1142,12 @@ fn conv_transpose1d_stride_padding_output_padding_groups() {
         (2, 5, 300, 100, 4, 2, 2, 0, 1, 1), // dense: several column blocks and channel blocks
         (1, 3, 7, 4, 3, 2, 4, 1, 2, 1),     // dense, dilated, padding past the first taps
         (1, 4, 9, 3, 6, 3, 3, 0, 1, 1),     // dense, kernel = 2 strides, the codec's causal trim
+        // Kernel and padding whole numbers of strides: as `stride` ordinary convolutions.
+        (1, 8, 40, 5, 2, 2, 0, 0, 1, 1),   // one tap a phase
+        (1, 6, 30, 7, 4, 2, 4, 0, 1, 1),   // padding past the kernel: phases start inside
+        (1, 6, 30, 7, 6, 2, 0, 0, 1, 1),   // three taps a phase, zero padding on both sides
+        (2, 20, 70, 9, 16, 8, 8, 0, 1, 1), // the codec's first upsampler's shape, batch 2
+        (1, 5, 25, 4, 4, 2, 2, 1, 1, 1),   // output padding past the phases: the gemm path
         // Short inputs (l <= 16, 2·l < cin) take the folded path: all taps at once, then folded.
         (1, 64, 5, 40, 16, 8, 8, 0, 1, 1), // the codec's first upsampler streaming one frame
         (2, 50, 3, 30, 3, 2, 4, 1, 2, 1),  // dilated, padding past the first taps, batch 2

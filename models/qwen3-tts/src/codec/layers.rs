@@ -156,7 +156,12 @@ impl ConvShape {
 pub struct CausalConvTranspose {
     weight: Tensor,
     bias: Option<Tensor>,
+    /// When the kernel is a whole number `m` of strides: the same transposed convolution as an
+    /// ordinary one with `stride · cout` output channels and `m` taps (see [`sub_pixel`]), its
+    /// weight and bias arranged once here.
+    sub_pixel: Option<(Tensor, Tensor)>,
     cin: usize,
+    cout: usize,
     stride: usize,
     /// Earlier input frames that still overlap the current output: `ceil((kernel - stride) / stride)`.
     ctx_len: usize,
@@ -170,10 +175,14 @@ pub struct CausalConvTranspose {
 impl CausalConvTranspose {
     pub fn load(w: &Weights, cin: usize, cout: usize, kernel: usize, stride: usize) -> Result<Self> {
         let weight = conv_weight(w, &[cin, cout, kernel])?;
-        let bias = Some(w.get_shaped("bias", &[cout])?);
+        let bias = w.get_shaped("bias", &[cout])?;
         let ctx_len = (kernel - stride).div_ceil(stride);
         let trim = if kernel.is_multiple_of(stride) { kernel - stride } else { 0 };
-        Ok(CausalConvTranspose { weight, bias, cin, stride, ctx_len, trim })
+        let sub_pixel = match kernel.is_multiple_of(stride) {
+            true => Some(sub_pixel(&weight, &bias, stride)?),
+            false => None,
+        };
+        Ok(CausalConvTranspose { weight, bias: Some(bias), sub_pixel, cin, cout, stride, ctx_len, trim })
     }
 
     /// Streams like [`CausalConv::forward_stream`]: the overlapping tail of earlier frames is
@@ -193,6 +202,17 @@ impl CausalConvTranspose {
             *slot = Some(full.narrow(2, full.dim(2) - self.ctx_len, self.ctx_len)?.contiguous()?);
             full
         };
+        if let Some((weight, bias)) = &self.sub_pixel {
+            // Phase φ of output frame q (sample q·stride + φ) is channel φ·cout + c of an
+            // ordinary convolution of the t + m - 1 input frames: t frames of `stride · cout`
+            // channels, interleaved into t·stride samples.
+            let phases = full.conv1d(weight, Some(bias), Conv1dParams::default())?;
+            return phases.reshape(&[1, self.stride, self.cout, t])?.permute(&[0, 2, 3, 1])?.contiguous()?.reshape(&[
+                1,
+                self.cout,
+                t * self.stride,
+            ]);
+        }
         let skip = self.ctx_len * self.stride;
         let y = full.conv_transpose1d(
             &self.weight,
@@ -206,6 +226,30 @@ impl CausalConvTranspose {
         }
         y.narrow(2, skip - self.trim, t * self.stride)
     }
+}
+
+/// A transposed convolution whose kernel is `m` strides, on `m - 1` carried frames plus `t` new
+/// ones and trimmed to the `t·stride` new samples, as an ordinary convolution (the sub-pixel
+/// form): sample `q·stride + φ` sums weight taps `φ + a·stride` applied to input frame
+/// `q + m - 1 - a` (a = 0..m), so it is output channel `φ·cout + c` of a convolution whose tap
+/// j (= m - 1 - a) is the weight's tap `φ + (m - 1 - j)·stride`. Returns that `(stride·cout,
+/// cin, m)` weight and the bias repeated per phase. Each output is then one sum over `cin·m`
+/// products, where the transposed form adds `m` taps' products into it through a strided
+/// destination (on the codec's first upsampler, a 75 MB weight read once per tap).
+fn sub_pixel(weight: &Tensor, bias: &Tensor, stride: usize) -> Result<(Tensor, Tensor)> {
+    let (cin, cout, kernel) = (weight.dim(0), weight.dim(1), weight.dim(2));
+    let m = kernel / stride;
+    // (cin, cout·k) transposed first, so that both rearrangements below copy along a
+    // contiguous source dim: (cout, m, stride, cin), taps reversed, then (stride, cout, cin, m).
+    let taps =
+        weight.reshape(&[cin, cout * kernel])?.transpose(0, 1)?.contiguous()?.reshape(&[cout, m, stride, cin])?;
+    let reversed: Vec<Tensor> = (0..m).rev().map(|a| taps.narrow(1, a, 1)).collect::<Result<_>>()?;
+    let phases = Tensor::concat(&reversed.iter().collect::<Vec<_>>(), 1)?
+        .permute(&[2, 0, 3, 1])?
+        .contiguous()?
+        .reshape(&[stride * cout, cin, m])?;
+    let biases = Tensor::concat(&vec![bias; stride], 0)?;
+    Ok((phases, biases))
 }
 
 /// SnakeBeta, `x + 1/(e^β + 1e-9) · sin²(e^α x)` per channel; both factors are computed at load.
