@@ -154,12 +154,11 @@ impl ConvShape {
 /// transposed conv): `t` inputs give `t * stride` outputs, output block `i` depending on inputs
 /// up to `i`.
 pub struct CausalConvTranspose {
-    weight: Tensor,
-    bias: Option<Tensor>,
-    /// When the kernel is a whole number `m` of strides: the same transposed convolution as an
-    /// ordinary one with `stride · cout` output channels and `m` taps (see [`sub_pixel`]), its
-    /// weight and bias arranged once here.
-    sub_pixel: Option<(Tensor, Tensor)>,
+    /// The transposed convolution's weight `(cin, cout, k)` and bias, or when the kernel is a
+    /// whole number `m` of strides the same convolution's sub-pixel form (see [`sub_pixel`]):
+    /// an ordinary one with `stride · cout` output channels and `m` taps, arranged once here
+    /// (the original weight is then not kept).
+    form: Form,
     cin: usize,
     cout: usize,
     stride: usize,
@@ -178,11 +177,11 @@ impl CausalConvTranspose {
         let bias = w.get_shaped("bias", &[cout])?;
         let ctx_len = (kernel - stride).div_ceil(stride);
         let trim = if kernel.is_multiple_of(stride) { kernel - stride } else { 0 };
-        let sub_pixel = match kernel.is_multiple_of(stride) {
-            true => Some(sub_pixel(&weight, &bias, stride)?),
-            false => None,
+        let form = match kernel.is_multiple_of(stride) {
+            true => Form::SubPixel(sub_pixel(&weight, &bias, stride)?),
+            false => Form::Transposed(weight, bias),
         };
-        Ok(CausalConvTranspose { weight, bias: Some(bias), sub_pixel, cin, cout, stride, ctx_len, trim })
+        Ok(CausalConvTranspose { form, cin, cout, stride, ctx_len, trim })
     }
 
     /// Streams like [`CausalConv::forward_stream`]: the overlapping tail of earlier frames is
@@ -202,30 +201,31 @@ impl CausalConvTranspose {
             *slot = Some(full.narrow(2, full.dim(2) - self.ctx_len, self.ctx_len)?.contiguous()?);
             full
         };
-        if let Some((weight, bias)) = &self.sub_pixel {
-            // Phase φ of output frame q (sample q·stride + φ) is channel φ·cout + c of an
-            // ordinary convolution of the t + m - 1 input frames: t frames of `stride · cout`
-            // channels, interleaved into t·stride samples.
-            let phases = full.conv1d(weight, Some(bias), Conv1dParams::default())?;
-            return phases.reshape(&[1, self.stride, self.cout, t])?.permute(&[0, 2, 3, 1])?.contiguous()?.reshape(&[
-                1,
-                self.cout,
-                t * self.stride,
-            ]);
-        }
+        let (weight, bias) = match &self.form {
+            Form::SubPixel((weight, bias)) => {
+                // Phase φ of output frame q (sample q·stride + φ) is channel φ·cout + c of an
+                // ordinary convolution of the t + m - 1 input frames: t frames of `stride · cout`
+                // channels, interleaved into t·stride samples.
+                let phases = full.conv1d(weight, Some(bias), Conv1dParams::default())?;
+                let interleaved = phases.reshape(&[1, self.stride, self.cout, t])?.permute(&[0, 2, 3, 1])?;
+                return interleaved.contiguous()?.reshape(&[1, self.cout, t * self.stride]);
+            }
+            Form::Transposed(weight, bias) => (weight, bias),
+        };
         let skip = self.ctx_len * self.stride;
-        let y = full.conv_transpose1d(
-            &self.weight,
-            self.bias.as_ref(),
-            Conv1dParams { stride: self.stride, padding: self.trim, ..Default::default() },
-            0,
-        )?;
+        let p = Conv1dParams { stride: self.stride, padding: self.trim, ..Default::default() };
+        let y = full.conv_transpose1d(weight, Some(bias), p, 0)?;
         if self.trim == skip && y.dim(2) == t * self.stride {
             // The padding trimmed exactly the carried frames' outputs and the right-hand tail.
             return Ok(y);
         }
         y.narrow(2, skip - self.trim, t * self.stride)
     }
+}
+
+enum Form {
+    Transposed(Tensor, Tensor),
+    SubPixel((Tensor, Tensor)),
 }
 
 /// A transposed convolution whose kernel is `m` strides, on `m - 1` carried frames plus `t` new
