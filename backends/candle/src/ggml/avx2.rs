@@ -354,10 +354,6 @@ pub(super) use tile_rows;
 
 tile_rows!(tile_q4k, q4k_cols, "avx2,fma,f16c");
 tile_rows!(tile_q6k, q6k_cols, "avx2,fma,f16c");
-// The Q4_K tile built for AVX-512VL too: the same AVX2 instructions with 32 vector registers,
-// where 4 activation rows' accumulators fit without spilling (same results). (A 512-bit Q4_K
-// tile with `vpdpwssd`, as `avx512::tile_q6k`, measured no faster on Zen 4.)
-tile_rows!(tile_q4k_vl, q4k_cols, "avx2,fma,f16c,avx512f,avx512vl");
 
 /// Prefill tiles: `R` weight rows × `C` activation rows. Each weight block is unpacked once and
 /// used for all `C` rows; every (row, activation) pair accumulates exactly as the one-row

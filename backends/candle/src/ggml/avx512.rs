@@ -106,15 +106,27 @@ const Q4K_PAIR_SCALES: [[i16; 32]; 8] = {
     idx
 };
 
-/// `R` (even) Q4_K rows dotted with one activation row (decode). Rows 2p and 2p + 1 share a
-/// register, block b of each in one half, and each half runs `avx2::q4k_cols::<1>`'s operations:
-/// the same integer sums per lane (exact), the same f32 multiply-adds block after block into 8
-/// lanes and the mins' terms into 4, the same final sums; so each row's result is the AVX2
-/// kernel's bit for bit, with half the instructions per weight and four rows' loads in flight.
-/// The predictor of Qwen3-TTS (rows of 1024 values: 4 blocks) spent more of each row in the
-/// one-row kernel's entry, reductions and exit than in its blocks.
+/// `R` (even) Q4_K rows dotted with one activation row (decode): [`tile_q4k_pairs`] with one
+/// column.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
 pub unsafe fn dot_q4k_row_pairs<const R: usize>(w: *const u8, row_bytes: usize, x: &ActRow) -> [f32; R] {
+    tile_q4k_pairs::<R, 1>(w, row_bytes, std::slice::from_ref(x).try_into().expect("one row")).map(|[v]| v)
+}
+
+/// `R` (even) Q4_K rows × `C` activation rows. Rows 2p and 2p + 1 share a register, block b of
+/// each in one half, and each half runs `avx2::q4k_cols`'s operations for every activation row:
+/// the same integer sums per lane (exact), the same f32 multiply-adds block after block into 8
+/// lanes and the mins' terms into 4, the same final sums; so each (row, activation row) result
+/// is the AVX2 one-row kernel's bit for bit (prefill and decode agree), with half the
+/// instructions per weight. Each block pair's nibbles and scales are unpacked once for the `C`
+/// activation rows. The Qwen3-TTS code predictor (rows of 1024 values: 4 blocks) spent more of
+/// each row in the one-row kernel's entry, reductions and exit than in its blocks.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+pub unsafe fn tile_q4k_pairs<const R: usize, const C: usize>(
+    w: *const u8,
+    row_bytes: usize,
+    xs: &[ActRow; C],
+) -> [[f32; C]; R] {
     debug_assert!(R.is_multiple_of(2));
     let nb = row_bytes / 144;
     let low = _mm512_set1_epi8(0x0F);
@@ -122,61 +134,70 @@ pub unsafe fn dot_q4k_row_pairs<const R: usize>(w: *const u8, row_bytes: usize, 
     // Lane 0 of a 128-bit value into lanes 0..8, lane 1 into 8..16.
     let halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     // The row pairs' accumulators are the first R / 2 of each.
-    let mut acc = [_mm512_setzero_ps(); R];
-    let mut acc_min = [_mm256_setzero_ps(); R];
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
+    let mut acc_min = [[_mm256_setzero_ps(); C]; R];
     for b in 0..nb {
         prefetch_next_group(w, R * row_bytes, R * 144, b);
-        let xq = x.q.as_ptr().add(b * 256);
-        // Values 64j..64j+32 (low nibbles) and 64j+32..64j+64 (high), in both halves.
-        let xv: [[__m512i; 2]; 4] = std::array::from_fn(|j| {
-            let at = |o: usize| _mm512_broadcast_i64x4(_mm256_loadu_si256(xq.add(64 * j + o) as *const __m256i));
-            [at(0), at(32)]
-        });
-        // Sums of 32 activations per sub-block, in both halves.
-        let sums = x.sums.as_ptr().add(b * 16) as *const __m128i;
-        let pairs = _mm256_broadcastsi128_si256(_mm_hadd_epi16(_mm_loadu_si128(sums), _mm_loadu_si128(sums.add(1))));
-        let dx = _mm_set1_ps(*x.d.as_ptr().add(b));
+        // Per activation row: sums of 32 activations per sub-block (in both halves), its scale.
+        let mut pairs = [_mm256_setzero_si256(); C];
+        let mut dx = [_mm_setzero_ps(); C];
+        for c in 0..C {
+            let sums = xs[c].sums.as_ptr().add(b * 16) as *const __m128i;
+            let p = _mm_hadd_epi16(_mm_loadu_si128(sums), _mm_loadu_si128(sums.add(1)));
+            pairs[c] = _mm256_broadcastsi128_si256(p);
+            dx[c] = _mm_set1_ps(*xs[c].d.get_unchecked(b));
+        }
         for p in 0..R / 2 {
             let b0 = w.add(2 * p * row_bytes + b * 144);
             let b1 = b0.add(row_bytes);
             let ((sc0, mins0), (sc1, mins1)) = (q4k_scales_mins(b0.add(4)), q4k_scales_mins(b1.add(4)));
-            // f16 d of each row in lane 0 / 1, dmin in lane 2 / 3, then times the activation scale.
+            // f16 d of each row in lane 0 / 1, dmin in lane 2 / 3.
             let dw = |o: usize| {
                 (b0.add(o) as *const u16).read_unaligned() as u32
                     | ((b1.add(o) as *const u16).read_unaligned() as u32) << 16
             };
-            let dd = _mm_cvtph_ps(_mm_cvtsi64_si128((dw(0) as u64 | (dw(2) as u64) << 32) as i64));
-            let dd = _mm_mul_ps(dx, dd);
-            // -(d_x · dmin): lanes 2 and 3 into the halves of the mins' 256-bit accumulator.
-            // (A sign flip, as the AVX2 kernel's negation: 0 - v would turn -0.0 into +0.0.)
-            let dmin = _mm256_xor_ps(
-                _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)),
-                _mm256_set1_ps(-0.0),
-            );
+            let dw = _mm_cvtph_ps(_mm_cvtsi64_si128((dw(0) as u64 | (dw(2) as u64) << 32) as i64));
             let mins = _mm256_inserti128_si256(_mm256_castsi128_si256(mins0), mins1, 1);
-            acc_min[p] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, pairs)), acc_min[p]);
             let scales = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_set_epi64x(sc1 as i64, sc0 as i64)));
-            let mut sumi = _mm512_setzero_si512();
-            for (j, xv) in xv.iter().enumerate() {
+            let mut sumi = [_mm512_setzero_si512(); C];
+            for j in 0..4 {
                 let half = |r: *const u8| _mm256_loadu_si256(r.add(16 + 32 * j) as *const __m256i);
                 let q = _mm512_inserti64x4(_mm512_castsi256_si512(half(b0)), half(b1), 1);
                 let (lo, hi) = (_mm512_and_si512(q, low), _mm512_and_si512(_mm512_srli_epi16(q, 4), low));
-                let (sc_lo, sc_hi) =
-                    (_mm512_permutexvar_epi16(idx[2 * j], scales), _mm512_permutexvar_epi16(idx[2 * j + 1], scales));
-                sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, xv[0]), sc_lo));
-                sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, xv[1]), sc_hi));
+                let sc_lo = _mm512_permutexvar_epi16(idx[2 * j], scales);
+                let sc_hi = _mm512_permutexvar_epi16(idx[2 * j + 1], scales);
+                for c in 0..C {
+                    // Values 64j..64j+32 (low nibbles) and 64j+32..64j+64 (high), in both halves.
+                    let xq = xs[c].q.as_ptr().add(b * 256 + 64 * j);
+                    let at = |o: usize| _mm512_broadcast_i64x4(_mm256_loadu_si256(xq.add(o) as *const __m256i));
+                    sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(_mm512_maddubs_epi16(lo, at(0)), sc_lo));
+                    sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(_mm512_maddubs_epi16(hi, at(32)), sc_hi));
+                }
             }
-            let d = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(dd));
-            acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc[p]);
+            for c in 0..C {
+                let dd = _mm_mul_ps(dx[c], dw);
+                // -(d_x · dmin) (a sign flip, as the AVX2 kernel's negation: 0 - v would turn
+                // -0.0 into +0.0): lanes 2 and 3 into the halves of the mins' accumulator.
+                let dmin = _mm256_xor_ps(
+                    _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)),
+                    _mm256_set1_ps(-0.0),
+                );
+                let m = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, pairs[c]));
+                acc_min[p][c] = _mm256_fmadd_ps(dmin, m, acc_min[p][c]);
+                let d = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(dd));
+                acc[p][c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi[c]), acc[p][c]);
+            }
         }
     }
-    let mut out = [0f32; R];
+    let mut out = [[0f32; C]; R];
     for p in 0..R / 2 {
-        let mut m = [0f32; 8];
-        _mm256_storeu_ps(m.as_mut_ptr(), acc_min[p]);
-        let [s0, s1] = pair_sums(acc[p]);
-        out[2 * p] = s0 + ((m[0] + m[2]) + (m[1] + m[3]));
-        out[2 * p + 1] = s1 + ((m[4] + m[6]) + (m[5] + m[7]));
+        for c in 0..C {
+            let mut m = [0f32; 8];
+            _mm256_storeu_ps(m.as_mut_ptr(), acc_min[p][c]);
+            let [s0, s1] = pair_sums(acc[p][c]);
+            out[2 * p][c] = s0 + ((m[0] + m[2]) + (m[1] + m[3]));
+            out[2 * p + 1][c] = s1 + ((m[4] + m[6]) + (m[5] + m[7]));
+        }
     }
     out
 }

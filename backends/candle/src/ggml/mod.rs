@@ -394,6 +394,11 @@ fn tile_kernel(format: Format) -> Option<TileFn> {
         return Some(|w, rb, x| unsafe { avx512::tile_q6k::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) });
     }
     #[cfg(target_arch = "x86_64")]
+    if isa() >= Isa::Avx512 && format == Format::Q4K {
+        // SAFETY: as in `kernel`; the slice holds GROUP (even) rows.
+        return Some(|w, rb, x| unsafe { avx512::tile_q4k_pairs::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) });
+    }
+    #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx2 {
         // SAFETY (both): `isa()` checked avx2, fma and f16c; the slice holds GROUP rows.
         match format {
@@ -428,8 +433,8 @@ fn panel_kernel(format: Format) -> Option<PanelKernel> {
 }
 
 /// The wide tile for `format`, where one exists (AVX-512 CPUs, whose 32 vector registers hold
-/// the accumulators): Q5_0 (two weight rows per register, any block count), Q4_K (the AVX2
-/// code with 32 registers) and Q6_K (two value groups per register, `vpdpwssd`). Measured,
+/// the accumulators): Q5_0 and Q4_K (two weight rows per register; Q5_0 any block count) and
+/// Q6_K (two value groups per register, `vpdpwssd`). Measured,
 /// 1-thread prefill (Xeon box, the earlier layouts): Q5_0 Gemma 3 270M +25%, Qwen2.5 0.5B +10%;
 /// the k-quants Qwen +8% (once their scales were vectorized; before, the 4-wide k-quant tiles
 /// gained nothing). The current layouts on Zen 4: docs/backends/candle.md.
@@ -456,7 +461,9 @@ fn wide_tile_kernel(format: Format) -> Option<WideTileFn> {
     if isa() >= Isa::Avx512 {
         // SAFETY (both): as in `kernel`; the slice holds GROUP rows.
         match format {
-            Format::Q4K => return Some(|w, rb, x| unsafe { avx2::tile_q4k_vl::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) }),
+            Format::Q4K => {
+                return Some(|w, rb, x| unsafe { avx512::tile_q4k_pairs::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) })
+            }
             Format::Q6K => return Some(|w, rb, x| unsafe { avx512::tile_q6k::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) }),
             _ => {}
         }
