@@ -6,7 +6,8 @@
 //! allocates a vector per 32 values and calls libm `roundf` for every value of every round,
 //! which made loading the 0.6B speech model with `--quant q4_k` take ~13 s. The sub-blocks'
 //! least and greatest values (`total_cmp` order) and the final levels are vectorized too
-//! (4.3-4.8 s -> 2.2 s for that load on a 2-core Xeon).
+//! (4.3-4.8 s -> 2.2 s for that load on a 2-core Xeon), and with AVX-512 two blocks' searches
+//! share a 16-lane register (2.2 -> 1.8 s).
 
 use candle_core::quantized::k_quants::BlockQ4K;
 use half::f16;
@@ -24,10 +25,29 @@ const BLOCK_BYTES: usize = 144;
 pub fn from_float(xs: &[f32], ys: &mut [BlockQ4K]) {
     assert_eq!(xs.len(), ys.len() * QK_K, "Q4_K: {} values for {} blocks", xs.len(), ys.len());
     const _: () = assert!(std::mem::size_of::<BlockQ4K>() == BLOCK_BYTES);
-    for (x, y) in xs.chunks_exact(QK_K).zip(ys.iter_mut()) {
+    let as_bytes = |y: &mut BlockQ4K| -> &mut [u8; BLOCK_BYTES] {
         // SAFETY: `BlockQ4K` is `repr(C)` plain data of BLOCK_BYTES bytes (asserted above).
         let bytes = unsafe { std::slice::from_raw_parts_mut(y as *mut BlockQ4K as *mut u8, BLOCK_BYTES) };
-        block(x.try_into().expect("QK_K values"), bytes.try_into().expect("BLOCK_BYTES"));
+        bytes.try_into().expect("BLOCK_BYTES")
+    };
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if crate::half_slices::has_avx512() {
+        // Two blocks' searches in one 16-lane register.
+        for (x, y) in xs.chunks_exact(2 * QK_K).zip(ys.chunks_exact_mut(2)) {
+            let (a, b) = x.split_at(QK_K);
+            let (a, b): (&[f32; QK_K], &[f32; QK_K]) = (a.try_into().expect("QK_K"), b.try_into().expect("QK_K"));
+            // SAFETY: AVX-512 F/BW checked by `has_avx512`.
+            let [found_a, found_b] = unsafe { avx512::scales_mins_pair(a, b) };
+            let (ya, yb) = y.split_at_mut(1);
+            block(a, found_a, as_bytes(&mut ya[0]));
+            block(b, found_b, as_bytes(&mut yb[0]));
+        }
+        done = xs.len() / (2 * QK_K) * 2;
+    }
+    for (x, y) in xs[done * QK_K..].chunks_exact(QK_K).zip(&mut ys[done..]) {
+        let x: &[f32; QK_K] = x.try_into().expect("QK_K values");
+        block(x, scales_mins(x), as_bytes(y));
     }
 }
 
@@ -99,9 +119,8 @@ fn scales_mins(x: &[f32; QK_K]) -> ([f32; 8], [f32; 8]) {
     (scales, mins)
 }
 
-/// One block of 256 values into its 144 bytes.
-fn block(x: &[f32; QK_K], out: &mut [u8; BLOCK_BYTES]) {
-    let (scales, mins) = scales_mins(x);
+/// One block of 256 values into its 144 bytes, given its sub-blocks' (scale, -min).
+fn block(x: &[f32; QK_K], (scales, mins): ([f32; 8], [f32; 8]), out: &mut [u8; BLOCK_BYTES]) {
     let max_scale = scales.iter().fold(0.0, |max, &val| val.max(max));
     let max_min = mins.iter().fold(0.0, |max, &val| val.max(max));
     let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
@@ -298,6 +317,120 @@ mod avx2 {
     }
 }
 
+/// [`scale_min`] for the 16 sub-blocks of two blocks at once, one per AVX-512 lane (block `a`
+/// in lanes 0..8): every lane runs the scalar code's operations in its order, as `avx2` does.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{QK_K, SUB};
+
+    const NTRY: usize = 5;
+    const NMAX: i32 = 15;
+
+    /// `nearest_int(t).clamp(0, NMAX)` per lane (as `avx2::level`).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn level(t: __m512) -> __m512i {
+        let t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-1.0)), _mm512_set1_ps(NMAX as f32 + 1.0));
+        let trunc = _mm512_cvttps_epi32(t);
+        let frac = _mm512_sub_ps(t, _mm512_cvtepi32_ps(trunc));
+        let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(frac, _mm512_set1_ps(0.5));
+        let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(frac, _mm512_set1_ps(-0.5));
+        let one = _mm512_set1_epi32(1);
+        let rounded = _mm512_mask_sub_epi32(_mm512_mask_add_epi32(trunc, up, trunc, one), down, trunc, one);
+        _mm512_min_epi32(_mm512_max_epi32(rounded, _mm512_setzero_si512()), _mm512_set1_epi32(NMAX))
+    }
+
+    /// `f32::total_cmp` order as signed integers (see `avx2::total_order_key`).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn total_order_key(bits: __m512i) -> __m512i {
+        _mm512_xor_si512(bits, _mm512_srli_epi32(_mm512_srai_epi32(bits, 31), 1))
+    }
+
+    /// # Safety
+    /// The CPU has AVX-512 F and BW.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub unsafe fn scales_mins_pair(a: &[f32; QK_K], b: &[f32; QK_K]) -> [([f32; 8], [f32; 8]); 2] {
+        // Value i of every sub-block side by side: lane j < 8 is sub-block j of `a`, lane
+        // 8 + j sub-block j of `b`.
+        let mut cols = [[0f32; 16]; SUB];
+        for (half, x) in [a, b].into_iter().enumerate() {
+            for (j, sub) in x.chunks_exact(SUB).enumerate() {
+                for (i, &v) in sub.iter().enumerate() {
+                    cols[i][8 * half + j] = v;
+                }
+            }
+        }
+        let col = |i: usize| _mm512_loadu_ps(cols[i].as_ptr());
+        let key = |i: usize| total_order_key(_mm512_castps_si512(col(i)));
+        let (mut lo, mut hi) = (key(0), key(0));
+        for i in 1..SUB {
+            (lo, hi) = (_mm512_min_epi32(lo, key(i)), _mm512_max_epi32(hi, key(i)));
+        }
+        let (mut lane_min, mut lane_max) = ([0f32; 16], [0f32; 16]);
+        _mm512_storeu_si512(lane_min.as_mut_ptr() as *mut __m512i, total_order_key(lo));
+        _mm512_storeu_si512(lane_max.as_mut_ptr() as *mut __m512i, total_order_key(hi));
+        let (mut min0, mut iscale0, mut scale0) = ([0f32; 16], [0f32; 16], [0f32; 16]);
+        // Lanes still searching; a constant sub-block is done at once with (0, 0).
+        let mut active: __mmask16 = 0xFFFF;
+        for j in 0..16 {
+            let (lo, hi) = (lane_min[j], lane_max[j]);
+            if hi == lo {
+                // Done with (0, 0): the -0.0 here is negated to the scalar code's +0.0 below.
+                active &= !(1 << j);
+                min0[j] = -0.0;
+                continue;
+            }
+            min0[j] = lo.min(0.);
+            iscale0[j] = NMAX as f32 / (hi - min0[j]);
+            scale0[j] = 1.0 / iscale0[j];
+        }
+        let (mut min, mut iscale, mut scale) =
+            (_mm512_loadu_ps(min0.as_ptr()), _mm512_loadu_ps(iscale0.as_ptr()), _mm512_loadu_ps(scale0.as_ptr()));
+        let mut levels = [_mm512_setzero_si512(); SUB];
+        // What `Iterator::sum` of f32 starts from (a sum of nothing).
+        let sum_start = _mm512_set1_ps(std::iter::empty::<f32>().sum());
+        for _ in 0..NTRY {
+            if active == 0 {
+                break;
+            }
+            let mut sumlx = _mm512_setzero_ps();
+            let mut suml2 = _mm512_setzero_si512();
+            let mut changed: __mmask16 = 0;
+            for (i, l) in levels.iter_mut().enumerate() {
+                let shifted = _mm512_sub_ps(col(i), min);
+                let li = level(_mm512_mul_ps(iscale, shifted));
+                changed |= _mm512_cmpneq_epi32_mask(li, *l);
+                *l = li;
+                sumlx = _mm512_add_ps(sumlx, _mm512_mul_ps(shifted, _mm512_cvtepi32_ps(li)));
+                suml2 = _mm512_add_epi32(suml2, _mm512_mullo_epi32(li, li));
+            }
+            let new_scale = _mm512_div_ps(sumlx, _mm512_cvtepi32_ps(suml2));
+            let mut sum = sum_start;
+            for (i, l) in levels.iter().enumerate() {
+                sum = _mm512_add_ps(sum, _mm512_sub_ps(col(i), _mm512_mul_ps(new_scale, _mm512_cvtepi32_ps(*l))));
+            }
+            let new_min = _mm512_div_ps(sum, _mm512_set1_ps(SUB as f32));
+            // `if min > 0.0 { min = 0.0 }` (NaN stays).
+            let positive = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(new_min, _mm512_setzero_ps());
+            let new_min = _mm512_mask_blend_ps(positive, new_min, _mm512_setzero_ps());
+            let new_iscale = _mm512_div_ps(_mm512_set1_ps(1.0), new_scale);
+            scale = _mm512_mask_blend_ps(active, scale, new_scale);
+            min = _mm512_mask_blend_ps(active, min, new_min);
+            iscale = _mm512_mask_blend_ps(active, iscale, new_iscale);
+            active &= changed;
+        }
+        let (mut scales, mut mins) = ([0f32; 16], [0f32; 16]);
+        _mm512_storeu_ps(scales.as_mut_ptr(), scale);
+        // `-min` (a sign flip: 0 - min would turn -0.0 into +0.0).
+        _mm512_storeu_ps(mins.as_mut_ptr(), _mm512_xor_ps(min, _mm512_set1_ps(-0.0)));
+        let half = |v: &[f32; 16], h: usize| -> [f32; 8] { v[8 * h..8 * h + 8].try_into().expect("8 lanes") };
+        [(half(&scales, 0), half(&mins, 0)), (half(&scales, 1), half(&mins, 1))]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use candle_core::quantized::k_quants::GgmlType;
@@ -373,7 +506,25 @@ mod tests {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         }
         // The lane-parallel search gives the scalar search's floats exactly (before the 6-bit
-        // rounding of the block could hide a difference).
+        // rounding of the block could hide a difference), 8 lanes and 16.
+        #[cfg(target_arch = "x86_64")]
+        if crate::half_slices::has_avx512() {
+            for pair in xs.chunks_exact(2 * QK_K) {
+                let (a, b) = pair.split_at(QK_K);
+                // SAFETY: AVX-512 F/BW checked just above.
+                let found = unsafe { avx512::scales_mins_pair(a.try_into().unwrap(), b.try_into().unwrap()) };
+                for (x, (scales, mins)) in [a, b].into_iter().zip(found) {
+                    for (j, sub) in x.chunks_exact(SUB).enumerate() {
+                        let (scale, min) = scale_min(15, 5, sub.try_into().unwrap());
+                        assert_eq!(
+                            (scales[j].to_bits(), mins[j].to_bits()),
+                            (scale.to_bits(), min.to_bits()),
+                            "{sub:?}"
+                        );
+                    }
+                }
+            }
+        }
         for x in xs.chunks_exact(QK_K) {
             let (scales, mins) = scales_mins(x.try_into().unwrap());
             for (j, sub) in x.chunks_exact(SUB).enumerate() {
