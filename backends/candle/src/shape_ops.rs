@@ -104,7 +104,7 @@ pub fn slice_assign(dst: &Tensor, src: &Tensor, dim: usize, start: usize) -> Res
 /// through a strided index (a few ns each); such views (a permute that moved the contiguous dim
 /// inward, e.g. the codec's sub-pixel interleave `(phases, c, t) -> (c, t, phases)`) are copied
 /// here in tiles of the last two dims instead, reading runs along the one of the two with the
-/// smaller stride (a transposed 75 MB weight: ~10x faster). Other views go to candle, whose copy moves whole contiguous runs.
+/// smaller stride. Other views go to candle, whose copy moves whole contiguous runs.
 pub fn contiguous(x: &Tensor) -> Result<Tensor> {
     use candle_core::{CpuStorage, Storage};
     let rank = x.rank();

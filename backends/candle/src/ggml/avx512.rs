@@ -6,8 +6,8 @@
 //!
 //! Decode takes two rows per register (block b of each in one half: each half accumulates as the
 //! AVX2 kernel's 8 lanes, with one multiply-add per register); a single row and the prefill
-//! tiles take two consecutive blocks of a row (an even block count). Q4_K decode takes two rows
-//! per register the same way (`dot_q4k_row_pairs`). Only called after run-time
+//! tiles take two consecutive blocks of a row (an even block count). Q4_K decode and prefill
+//! take two rows per register the same way (`tile_q4k_pairs`). Only called after run-time
 //! detection of avx512f/bw/vl/vnni. Every path is bit-identical to the AVX2 kernels.
 
 use std::arch::x86_64::*;

@@ -164,11 +164,6 @@ pub struct CausalConvTranspose {
     stride: usize,
     /// Earlier input frames that still overlap the current output: `ceil((kernel - stride) / stride)`.
     ctx_len: usize,
-    /// Output samples the op itself trims on each side (its `padding`): `kernel - stride` when the
-    /// kernel is a whole number of strides, where the carried frames' outputs on the left and the
-    /// `kernel - stride` tail on the right are equally long, so the op computes only the kept
-    /// samples and its output needs no narrowing copy; 0 otherwise.
-    trim: usize,
 }
 
 impl CausalConvTranspose {
@@ -176,12 +171,14 @@ impl CausalConvTranspose {
         let weight = conv_weight(w, &[cin, cout, kernel])?;
         let bias = w.get_shaped("bias", &[cout])?;
         let ctx_len = (kernel - stride).div_ceil(stride);
-        let trim = if kernel.is_multiple_of(stride) { kernel - stride } else { 0 };
         let form = match kernel.is_multiple_of(stride) {
-            true => Form::SubPixel(sub_pixel(&weight, &bias, stride)?),
+            true => {
+                let (weight, bias) = sub_pixel(&weight, &bias, stride)?;
+                Form::SubPixel(weight, bias)
+            }
             false => Form::Transposed(weight, bias),
         };
-        Ok(CausalConvTranspose { form, cin, cout, stride, ctx_len, trim })
+        Ok(CausalConvTranspose { form, cin, cout, stride, ctx_len })
     }
 
     /// Streams like [`CausalConv::forward_stream`]: the overlapping tail of earlier frames is
@@ -202,7 +199,7 @@ impl CausalConvTranspose {
             full
         };
         let (weight, bias) = match &self.form {
-            Form::SubPixel((weight, bias)) => {
+            Form::SubPixel(weight, bias) => {
                 // Phase φ of output frame q (sample q·stride + φ) is channel φ·cout + c of an
                 // ordinary convolution of the t + m - 1 input frames: t frames of `stride · cout`
                 // channels, interleaved into t·stride samples.
@@ -212,20 +209,18 @@ impl CausalConvTranspose {
             }
             Form::Transposed(weight, bias) => (weight, bias),
         };
-        let skip = self.ctx_len * self.stride;
-        let p = Conv1dParams { stride: self.stride, padding: self.trim, ..Default::default() };
+        // A kernel that is not a whole number of strides: the full transposed output, from which
+        // the carried frames' samples on the left and the tail on the right are cut.
+        let p = Conv1dParams { stride: self.stride, ..Default::default() };
         let y = full.conv_transpose1d(weight, Some(bias), p, 0)?;
-        if self.trim == skip && y.dim(2) == t * self.stride {
-            // The padding trimmed exactly the carried frames' outputs and the right-hand tail.
-            return Ok(y);
-        }
-        y.narrow(2, skip - self.trim, t * self.stride)
+        y.narrow(2, self.ctx_len * self.stride, t * self.stride)
     }
 }
 
+/// A transposed convolution's weight and bias, as stored or in the sub-pixel form.
 enum Form {
     Transposed(Tensor, Tensor),
-    SubPixel((Tensor, Tensor)),
+    SubPixel(Tensor, Tensor),
 }
 
 /// A transposed convolution whose kernel is `m` strides, on `m - 1` carried frames plus `t` new
