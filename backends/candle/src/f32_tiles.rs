@@ -156,6 +156,36 @@ trait Lanes {
     /// `a · b + c`, one rounding.
     unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn store(p: *mut f32, v: Self::V);
+    /// Lane l of `v[c]` to `out + l · stride + c`, for the first `rows` lanes and `cols`
+    /// columns (a tile's accumulators each hold one output column).
+    #[inline(always)]
+    unsafe fn store_columns<const NR: usize>(
+        v: &[Self::V; NR],
+        out: *mut f32,
+        stride: usize,
+        rows: usize,
+        cols: usize,
+    ) {
+        scalar_columns::<Self, NR>(v, out, stride, rows, cols)
+    }
+}
+
+/// [`Lanes::store_columns`] one value at a time.
+#[inline(always)]
+unsafe fn scalar_columns<L: Lanes + ?Sized, const NR: usize>(
+    v: &[L::V; NR],
+    out: *mut f32,
+    stride: usize,
+    rows: usize,
+    cols: usize,
+) {
+    let mut buf = [0f32; 16];
+    for (c, &v) in v.iter().enumerate().take(cols) {
+        L::store(buf.as_mut_ptr(), v);
+        for (l, &y) in buf[..rows].iter().enumerate() {
+            *out.add(l * stride + c) = y;
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -209,22 +239,14 @@ unsafe fn tile<L: Lanes, const NR: usize, const MB: usize>(
             }
         }
     }
-    let mut buf = [0f32; 16];
-    for (r, acc) in acc.iter().enumerate() {
-        let j = j0 + r;
-        if j >= s.n {
-            break;
-        }
-        for (h, &v) in acc.iter().enumerate() {
-            L::store(buf.as_mut_ptr(), v);
-            for (l, &y) in buf[..lanes].iter().enumerate() {
-                let i = (b + h) * lanes + l;
-                if i < s.m {
-                    // SAFETY: (i, j) is in the m × n output and written by this unit only.
-                    *out.at(i * s.stride + j) = y;
-                }
-            }
-        }
+    let cols = (s.n - j0).min(NR);
+    #[allow(clippy::needless_range_loop)] // h picks the same block from every column's accumulators
+    for h in 0..MB {
+        let i0 = (b + h) * lanes;
+        let v: [L::V; NR] = std::array::from_fn(|r| acc[r][h]);
+        // SAFETY: rows i0.. (< m) × columns j0..j0 + cols are in the output and written by this
+        // unit only.
+        L::store_columns(&v, out.at(i0 * s.stride + j0), s.stride, (s.m - i0).min(lanes), cols);
     }
 }
 
@@ -241,7 +263,7 @@ mod x86 {
     struct Ymm;
 
     /// 16 lanes × 8 weight rows × 2 blocks: 16 accumulators, 2 activation registers, 1 weight.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512vl")]
     pub(super) unsafe fn units_avx512(w: &[f32], xp: &[f32], s: Shape, range: std::ops::Range<usize>, out: &OutPtr) {
         for u in range {
             column::<Zmm, 8>(w, xp, s, u * 8, out);
@@ -278,6 +300,21 @@ mod x86 {
         #[inline(always)]
         unsafe fn store(p: *mut f32, v: __m512) {
             _mm512_storeu_ps(p, v)
+        }
+        #[inline(always)]
+        unsafe fn store_columns<const NR: usize>(
+            v: &[__m512; NR],
+            out: *mut f32,
+            stride: usize,
+            rows: usize,
+            cols: usize,
+        ) {
+            if NR == 8 {
+                // SAFETY: NR is 8, so `v` is a [__m512; 8]; the caller writes with AVX-512 F/VL.
+                crate::simd512::store_columns8(&*(v.as_ptr() as *const [__m512; 8]), out, stride, rows, cols)
+            } else {
+                super::scalar_columns::<Self, NR>(v, out, stride, rows, cols)
+            }
         }
     }
 

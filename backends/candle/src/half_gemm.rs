@@ -281,10 +281,10 @@ pub mod tiles {
     /// Activation rows per register (16 f32 lanes).
     const LANES: usize = 16;
 
-    /// Whether the CPU has AVX-512 BF16 (and F/BW for the loads).
+    /// Whether the CPU has AVX-512 BF16 (and F/BW/VL for the loads and the masked row stores).
     pub fn available() -> bool {
         use std::arch::is_x86_feature_detected as has;
-        has!("avx512f") && has!("avx512bw") && has!("avx512bf16")
+        has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512bf16")
     }
 
     /// `out (m, n) = x (m, k) @ wᵀ` for bf16 `x` and `w` (n, k), k even. Panics on a CPU
@@ -319,7 +319,7 @@ pub mod tiles {
 
     /// Output columns j0..j0 + NR (fewer at the end) for every activation row: pairs of
     /// 16-row blocks, and a last odd block alone (so 5 rows compute 16, not 32).
-    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn tile_column(
         w: &[bf16],
@@ -344,7 +344,7 @@ pub mod tiles {
     }
 
     /// MB 16-row blocks from block `b` × NR weight rows, over the whole k.
-    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
     #[allow(clippy::too_many_arguments)]
     #[inline]
     unsafe fn tile<const MB: usize>(
@@ -371,22 +371,14 @@ pub mod tiles {
                 }
             }
         }
-        for (r, acc) in acc.iter().enumerate() {
-            let j = j0 + r;
-            if j >= n {
-                break;
-            }
-            for (h, v) in acc.iter().enumerate() {
-                let mut lanes = [0f32; LANES];
-                _mm512_storeu_ps(lanes.as_mut_ptr(), *v);
-                for (l, &y) in lanes.iter().enumerate() {
-                    let i = (b + h) * LANES + l;
-                    if i < m {
-                        // SAFETY: (i, j) is in the m × n output and written by this unit only.
-                        *out.at(i * n + j) = y;
-                    }
-                }
-            }
+        let cols = (n - j0).min(NR);
+        #[allow(clippy::needless_range_loop)] // h picks the same block from every column's accumulators
+        for h in 0..MB {
+            let i0 = (b + h) * LANES;
+            let v: [__m512; NR] = std::array::from_fn(|r| acc[r][h]);
+            // SAFETY: rows i0.. (< m) × columns j0..j0 + cols are in the m × n output and
+            // written by this unit only; the CPU has AVX-512 F/VL.
+            crate::simd512::store_columns8(&v, out.at(i0 * n + j0), n, (m - i0).min(LANES), cols);
         }
     }
 }

@@ -41,6 +41,59 @@ pub fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
     }
 }
 
+/// Stores 8 registers of 16 lanes as rows: lane l of `v[c]` goes to `out + l · stride + c`, for
+/// the first `rows` lanes and the first `cols` (≤ 8) columns. A tile kernel's epilogue, whose
+/// accumulators each hold one output column of 16 rows: a masked store per row of 8 columns
+/// instead of a scalar store per value (those cost as much as the products at k = 1024).
+///
+/// # Safety
+/// The CPU has AVX-512 F and VL (the caller is compiled with both); those `rows` × `cols`
+/// values are writable.
+#[inline(always)]
+pub unsafe fn store_columns8(v: &[__m512; 8], out: *mut f32, stride: usize, rows: usize, cols: usize) {
+    // SAFETY: register-only AVX-512 F shuffles, then masked stores of the values the caller
+    // may write (the caller's contract).
+    unsafe {
+        let pd = _mm512_castps_pd;
+        let ps = _mm512_castpd_ps;
+        // Per 128-bit group g: t[2c] = (v[2c][4g], v[2c+1][4g], v[2c][4g+1], v[2c+1][4g+1]),
+        // t[2c+1] the same for lanes 4g + 2 and 4g + 3.
+        let t: [__m512; 8] = std::array::from_fn(|i| {
+            let (a, b) = (v[i / 2 * 2], v[i / 2 * 2 + 1]);
+            if i % 2 == 0 {
+                _mm512_unpacklo_ps(a, b)
+            } else {
+                _mm512_unpackhi_ps(a, b)
+            }
+        });
+        // u[q] (u[4 + q]): per group g, lane 4g + q's columns 0..4 (4..8).
+        let u: [__m512; 8] = std::array::from_fn(|i| {
+            let (c, q) = (i / 4, i % 4);
+            let (a, b) = (pd(t[4 * c + q / 2]), pd(t[4 * c + 2 + q / 2]));
+            ps(if q % 2 == 0 { _mm512_unpacklo_pd(a, b) } else { _mm512_unpackhi_pd(a, b) })
+        });
+        let mask = ((1u32 << cols) - 1) as __mmask8;
+        let high = |x: __m512| _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(pd(x)));
+        for q in 0..4 {
+            // [u[q].g0, u[4+q].g0, u[q].g1, u[4+q].g1]: lanes q and 4 + q; the same for groups 2
+            // and 3: lanes 8 + q and 12 + q.
+            let lo = _mm512_shuffle_f32x4::<0x44>(u[q], u[4 + q]);
+            let hi = _mm512_shuffle_f32x4::<0xEE>(u[q], u[4 + q]);
+            let (lo, hi) = (_mm512_shuffle_f32x4::<0xD8>(lo, lo), _mm512_shuffle_f32x4::<0xD8>(hi, hi));
+            for (l, row) in [
+                (q, _mm512_castps512_ps256(lo)),
+                (4 + q, high(lo)),
+                (8 + q, _mm512_castps512_ps256(hi)),
+                (12 + q, high(hi)),
+            ] {
+                if l < rows {
+                    _mm256_mask_storeu_ps(out.add(l * stride), mask, row);
+                }
+            }
+        }
+    }
+}
+
 /// A mask of the first `n` (≤ 16) lanes.
 #[inline(always)]
 pub fn first_lanes(n: usize) -> u16 {
