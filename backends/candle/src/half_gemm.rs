@@ -295,13 +295,8 @@ pub mod tiles {
         // Blocks of 16 rows (zeros past m).
         let blocks = m.div_ceil(LANES);
         let mut xp = vec![0u32; blocks * kp * LANES];
-        for i in 0..m {
-            let (b, l) = (i / LANES, i % LANES);
-            for p in 0..kp {
-                let (lo, hi) = (x[i * k + 2 * p].to_bits() as u32, x[i * k + 2 * p + 1].to_bits() as u32);
-                xp[(b * kp + p) * LANES + l] = lo | hi << 16;
-            }
-        }
+        // SAFETY: the CPU has AVX-512 F (asserted above); xp holds blocks · kp · LANES values.
+        unsafe { pack(x, m, kp, &mut xp) };
         let units = n.div_ceil(NR);
         let ptr = OutPtr(out.as_mut_ptr());
         let body = |range: std::ops::Range<usize>| {
@@ -314,6 +309,34 @@ pub mod tiles {
             body(0..units);
         } else {
             candle_core::utils::barrier_pool().execute_chunked(units, body);
+        }
+    }
+
+    /// The rows of `x` (m rows of kp bf16 pairs) in the tiles' lane order: per block of 16 rows
+    /// and pair p, the block's 16 pairs p as one register (zeros past m), moved 16 × 16 pairs
+    /// at a time through a register transpose.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn pack(x: &[bf16], m: usize, kp: usize, xp: &mut [u32]) {
+        let pairs = x.as_ptr() as *const i32;
+        for b in 0..m.div_ceil(LANES) {
+            let rows = (m - b * LANES).min(LANES);
+            for p0 in (0..kp).step_by(LANES) {
+                let len = (kp - p0).min(LANES);
+                let mask = crate::simd512::first_lanes(len);
+                let r: [__m512; LANES] = std::array::from_fn(|l| {
+                    if l < rows {
+                        // SAFETY: pairs p0..p0 + len of row b · 16 + l < m (masked past them).
+                        _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(mask, pairs.add((b * LANES + l) * kp + p0)))
+                    } else {
+                        _mm512_setzero_ps()
+                    }
+                });
+                // Register j: pair p0 + j of the block's 16 rows.
+                for (j, v) in crate::simd512::transpose16(r).into_iter().take(len).enumerate() {
+                    // SAFETY: (b · kp + p0 + j) · 16 + 16 <= blocks · kp · 16.
+                    _mm512_storeu_ps(xp.as_mut_ptr().add((b * kp + p0 + j) * LANES) as *mut f32, v);
+                }
+            }
         }
     }
 
