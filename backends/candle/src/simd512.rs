@@ -139,6 +139,41 @@ mod tests {
         std::arch::is_x86_feature_detected!("avx512f")
     }
 
+    /// Every rows × cols corner of a 16 × 8 block lands where it belongs (lane l of column c at
+    /// row l, column c of a wider output), and nothing else is written: not the columns past
+    /// `cols`, not the rows past `rows`, not the guard values around the block.
+    #[test]
+    fn store_columns8_writes_exactly_its_block() {
+        if !(has_avx512() && std::arch::is_x86_feature_detected!("avx512vl")) {
+            eprintln!("skipped: no AVX-512 F/VL on this CPU");
+            return;
+        }
+        #[target_feature(enable = "avx512f,avx512vl")]
+        unsafe fn store(v: &[f32; 128], out: *mut f32, stride: usize, rows: usize, cols: usize) {
+            let regs: [__m512; 8] = std::array::from_fn(|c| _mm512_loadu_ps(v[c * 16..].as_ptr()));
+            store_columns8(&regs, out, stride, rows, cols);
+        }
+        // v[c · 16 + l]: column c, row l.
+        let v: [f32; 128] = std::array::from_fn(|i| i as f32);
+        let (stride, first) = (11, 3);
+        for rows in [1, 3, 4, 5, 12, 15, 16] {
+            for cols in 1..=8 {
+                let mut out = vec![-1f32; first + 16 * stride + 8];
+                // SAFETY: AVX-512 F/VL are present; rows < 16 and cols ≤ 8 stay inside `out`.
+                unsafe { store(&v, out.as_mut_ptr().add(first), stride, rows, cols) };
+                for (at, &got) in out.iter().enumerate() {
+                    let (l, c) = (
+                        (at as isize - first as isize).div_euclid(stride as isize),
+                        (at as isize - first as isize).rem_euclid(stride as isize),
+                    );
+                    let inside = at >= first && (l as usize) < rows && (c as usize) < cols;
+                    let want = if inside { (c as usize * 16 + l as usize) as f32 } else { -1.0 };
+                    assert_eq!(got, want, "rows {rows} cols {cols}: out[{at}]");
+                }
+            }
+        }
+    }
+
     /// Distance in units in the last place between two finite positive f32s.
     fn ulps(a: f32, b: f32) -> u32 {
         (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs() as u32
