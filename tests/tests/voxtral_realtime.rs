@@ -196,6 +196,25 @@ fn the_plugin_path_transcribes_the_same_on_every_setup() {
     }
 }
 
+/// `infer transcribe --quant q8_0` goes through the registry: the option reaches the model
+/// (the same ids as the model loaded with it directly, and not f32's: on this fixture 8-bit
+/// weights flip a near tie within the first dozen tokens).
+#[test]
+fn quant_reaches_the_recognizer_through_the_registry() {
+    let g = goldens();
+    let audio = speech();
+    let case = &g.cases[0];
+    let registry = Registry::builtin().unwrap();
+    let cfg = LoadConfig { quant: Some(DType::Q8_0), ..LoadConfig::default() };
+    let rec = registry.load_recognizer(&root().join("hf"), &cfg).unwrap();
+    let got = rec.transcribe(&audio, &options(case.delay_ms)).unwrap().tokens;
+    let backend = registry.backend(Some("candle"), None).unwrap();
+    let opts = ModelLoadOptions { quant: ROption::RSome(DType::Q8_0), ..Default::default() };
+    let direct = VoxtralRealtime::load(&root().join("hf"), &backend, &opts).unwrap();
+    assert_eq!(got, run(&direct, case, &audio.samples, 0).1, "registry q8_0 vs direct q8_0 ids");
+    assert_ne!(got, case.greedy, "q8_0 ids equal f32's: was the option dropped?");
+}
+
 #[test]
 fn resampled_and_stereo_input_is_transcribed() {
     let g = goldens();
