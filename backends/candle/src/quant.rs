@@ -170,7 +170,7 @@ fn quantize_rows_as<B: candle_core::quantized::k_quants::GgmlType + Send + Sync 
     let per_row = k / B::BLCK_SIZE;
     let mut blocks = vec![B::zeros(); n * per_row];
     // Rows r0..r1 into their blocks `out`.
-    let quantize = |r0: usize, r1: usize, out: &mut [B]| from_float(&rows.f32_range(r0 * k, r1 * k), out);
+    let quantize = |r0: usize, r1: usize, out: &mut [B]| rows.with_f32_range(r0 * k, r1 * k, |x| from_float(x, out));
     let band_rows = QUANT_BAND_MIN.div_ceil(k).max(1);
     if n <= band_rows {
         quantize(0, n, &mut blocks);

@@ -1,10 +1,17 @@
 //! A row-major (n, k) float weight as the dense product kernels and the quantizer read it: a slice of a candle
 //! tensor's storage, or of a checkpoint's mapped bytes ([`crate::mapped`]), never copied.
 
-use std::borrow::Cow;
+use std::cell::RefCell;
 
 use candle_core::{CpuStorage, DType as C, Storage, Tensor};
-use half::{bf16, f16, slice::HalfFloatSliceExt};
+use half::{bf16, f16};
+
+use crate::half_slices::HalfElem;
+
+thread_local! {
+    /// The thread's widened rows ([`WeightRows::with_f32_range`]), kept for its next call.
+    static WIDE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
 
 #[derive(Clone, Copy)]
 pub enum WeightRows<'a> {
@@ -56,12 +63,22 @@ impl<'a> WeightRows<'a> {
         }
     }
 
-    /// Elements `lo..hi` as f32 (borrowed where they already are).
-    pub fn f32_range(&self, lo: usize, hi: usize) -> Cow<'a, [f32]> {
+    /// `f` on elements `lo..hi` as f32: borrowed where they already are, else widened (the
+    /// vectorized casts of [`crate::half_slices`]) into a buffer the thread keeps for its next
+    /// call. A fresh buffer per band of a quantized load was a page-faulted allocation each
+    /// time, and `half`'s scalar bf16 widening a sixth of a 4B model's load.
+    pub fn with_f32_range<R>(&self, lo: usize, hi: usize, f: impl FnOnce(&[f32]) -> R) -> R {
+        fn widened<E: HalfElem, R>(src: &[E], f: impl FnOnce(&[f32]) -> R) -> R {
+            WIDE.with_borrow_mut(|buf| {
+                buf.resize(src.len(), 0.0);
+                E::widen_into(src, buf);
+                f(buf)
+            })
+        }
         match *self {
-            WeightRows::F32(v) => Cow::Borrowed(&v[lo..hi]),
-            WeightRows::Bf16(v) => Cow::Owned(v[lo..hi].to_f32_vec()),
-            WeightRows::F16(v) => Cow::Owned(v[lo..hi].to_f32_vec()),
+            WeightRows::F32(v) => f(&v[lo..hi]),
+            WeightRows::Bf16(v) => widened(&v[lo..hi], f),
+            WeightRows::F16(v) => widened(&v[lo..hi], f),
         }
     }
 
