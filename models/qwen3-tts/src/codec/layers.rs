@@ -198,22 +198,24 @@ impl CausalConvTranspose {
             *slot = Some(full.narrow(2, full.dim(2) - self.ctx_len, self.ctx_len)?.contiguous()?);
             full
         };
-        let (weight, bias) = match &self.form {
+        match &self.form {
             Form::SubPixel(weight, bias) => {
                 // Phase φ of output frame q (sample q·stride + φ) is channel φ·cout + c of an
                 // ordinary convolution of the t + m - 1 input frames: t frames of `stride · cout`
                 // channels, interleaved into t·stride samples.
                 let phases = full.conv1d(weight, Some(bias), Conv1dParams::default())?;
                 let interleaved = phases.reshape(&[1, self.stride, self.cout, t])?.permute(&[0, 2, 3, 1])?;
-                return interleaved.contiguous()?.reshape(&[1, self.cout, t * self.stride]);
+                interleaved.contiguous()?.reshape(&[1, self.cout, t * self.stride])
             }
-            Form::Transposed(weight, bias) => (weight, bias),
-        };
-        // A kernel that is not a whole number of strides: the full transposed output, from which
-        // the carried frames' samples on the left and the tail on the right are cut.
-        let p = Conv1dParams { stride: self.stride, ..Default::default() };
-        let y = full.conv_transpose1d(weight, Some(bias), p, 0)?;
-        y.narrow(2, self.ctx_len * self.stride, t * self.stride)
+            Form::Transposed(weight, bias) => {
+                // A kernel that is not a whole number of strides: the full transposed output,
+                // from which the carried frames' samples on the left and the tail on the right
+                // are cut.
+                let p = Conv1dParams { stride: self.stride, ..Default::default() };
+                let y = full.conv_transpose1d(weight, Some(bias), p, 0)?;
+                y.narrow(2, self.ctx_len * self.stride, t * self.stride)
+            }
+        }
     }
 }
 
