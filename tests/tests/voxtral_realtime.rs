@@ -288,11 +288,12 @@ fn broken_checkpoints_are_named() {
     assert!(load_err(&d).contains("no `audio` section"), "{}", load_err(&d));
 }
 
-/// `--quant q8_0`: the text decoder's linears in Q8_0 (the encoder keeps f32). The greedy
-/// transcript and the logits of every step whose input agrees stay near transformers' f32
-/// figures (bounds from measurement below); a zero difference would mean nothing was quantized.
+/// `--quant q8_0`: every linear in Q8_0 (encoder, projector, decoder, and the tied head and
+/// embedding table). The encoder's frames, the logits of every step whose input agrees and the
+/// greedy transcript stay near transformers' f32 figures (bounds from measurement below); f32's
+/// own differences (~1e-5) would mean that part was not quantized.
 #[test]
-fn q8_0_decoder_stays_close_to_f32() {
+fn q8_0_weights_stay_close_to_f32() {
     let g = goldens();
     let audio = speech();
     let backend = Registry::builtin().unwrap().backend(Some("candle"), None).unwrap();
@@ -304,7 +305,7 @@ fn q8_0_decoder_stays_close_to_f32() {
             let (s, tokens, _) = run(&model, case, &audio.samples, 0);
             let t = s.trace().unwrap();
             let encoder = golden_tensor(&format!("{}.encoder", case.name)).1;
-            assert_close(&format!("{at}: encoder (not quantized)"), &t.encoder, &encoder, 1e-3);
+            let encoder_diff = max_abs_diff(&t.encoder, &encoder);
             let agree = tokens.iter().zip(&case.greedy).take_while(|(a, b)| a == b).count();
             // Step i's input is the same as transformers' while the tokens before it agree.
             let (shape, logits) = golden_tensor(&format!("{}.logits", case.name));
@@ -312,8 +313,14 @@ fn q8_0_decoder_stays_close_to_f32() {
                 .take(agree + 1)
                 .map(|(ours, golden)| max_abs_diff(ours, golden))
                 .fold(0f32, f32::max);
-            eprintln!("{at}: q8_0 agrees on {agree} of {} tokens, logits within {worst}", case.greedy.len());
-            assert!(worst > 0.0, "{at}: q8_0 logits equal f32's: were the weights quantized?");
+            eprintln!(
+                "{at}: q8_0 encoder within {encoder_diff}, agrees on {agree} of {} tokens, logits within {worst}",
+                case.greedy.len()
+            );
+            // f32 stays within 1e-3 of transformers (the parity test): more means 8-bit weights.
+            assert!(encoder_diff > 1e-2, "{at}: q8_0 encoder within {encoder_diff}: were its weights quantized?");
+            assert!(encoder_diff < Q8_ENCODER_TOL, "{at}: q8_0 encoder differs by {encoder_diff}");
+            assert!(worst > 1e-2, "{at}: q8_0 logits within {worst}: were the weights quantized?");
             assert!(worst < Q8_LOGIT_TOL, "{at}: q8_0 logits differ by {worst}");
             // The random fixture's logits have near ties that 8-bit weights flip; garbage weights
             // would part at the first token.
@@ -322,7 +329,11 @@ fn q8_0_decoder_stays_close_to_f32() {
     }
 }
 
-/// Measured on the fixture (candle, x86 AVX-512): logits within 0.25-0.41 while the input agrees,
-/// 8-12 of 52 greedy tokens agreeing; the bounds leave room for other CPUs' kernels.
+/// Measured on the fixture (candle, x86 AVX-512): encoder frames within 0.12 (of values up to
+/// 3.96; its rows are one 32-value block each), logits within 0.37-0.53 while the input agrees,
+/// 1 and 8 of 52 greedy tokens agreeing (transformers' second step at delay 240 ms is a near
+/// tie, a 0.010 margin; the first steps' margins are 0.50 and 0.89). The bounds leave room for
+/// other CPUs' kernels.
+const Q8_ENCODER_TOL: f32 = 0.3;
 const Q8_LOGIT_TOL: f32 = 0.8;
-const Q8_MIN_AGREEING: usize = 4;
+const Q8_MIN_AGREEING: usize = 1;

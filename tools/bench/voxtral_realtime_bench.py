@@ -320,7 +320,7 @@ def table(r: dict) -> str:
     infer_step = om["decoder_seconds"] / max(1, om["tokens"])
     lines = [
         f"{audio_s:.2f} s of audio, {r['threads']} threads, weights BF16, compute {r['dtype']} (both), greedy"
-        + (f", infer's decoder linears {r['quant']}" if r.get("quant") else "") + "; "
+        + (f", infer's linears {r['quant']}" if r.get("quant") else "") + "; "
         f"{r['cpu']}, infer {r['commit']}, {r['date']}.",
         "",
         "| | transformers | infer | transformers / infer |",
@@ -377,7 +377,7 @@ def main():
     ap.add_argument("--python", type=Path, default=VENV_PY, help="the transformers venv's python")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", default="bf16", help="infer's compute dtype (transformers: bf16)")
-    ap.add_argument("--quant", help="infer only: the text decoder's linears quantized at load (q8_0, q4_k)")
+    ap.add_argument("--quant", help="infer only: the linears (encoder, projector, decoder, tied head at q8_0) quantized at load (q8_0, q4_k)")
     ap.add_argument("--audio-repeat", type=int, default=2)
     ap.add_argument("--max-rss-gb", type=float, default=20.0)
     ap.add_argument("--out", type=Path)

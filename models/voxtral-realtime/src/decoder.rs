@@ -56,19 +56,22 @@ pub struct TextDecoder {
     lm_head: Tensor,
     rotary: Rotary,
     params: DecoderParams,
+    /// The compute dtype.
+    dtype: DType,
 }
 
 impl TextDecoder {
     /// `w` is the checkpoint under `language_model`.
     pub fn load(w: &Weights, p: &DecoderParams, rope: RopeLayout) -> Result<Self> {
         let m = w.prefixed("model");
-        let embed_tokens = m.get_shaped("embed_tokens.weight", &[p.vocab, p.hidden])?;
-        // Tied in the real checkpoint (no lm_head stored); an untied one is used as stored.
-        let lm_head = if w.contains("lm_head.weight") {
-            w.get_shaped("lm_head.weight", &[p.vocab, p.hidden])?
-        } else {
-            embed_tokens.clone()
-        };
+        // Tied in the real checkpoint (no lm_head stored): the one table is the head, a
+        // product every step, so it is quantized with the linears, to 8 bits whatever their
+        // format (as llama.cpp keeps its 4-bit models' output matrix at 6-8 bits); rows are
+        // looked up from the blocks. An untied head is a linear like the others.
+        let tied = !w.contains("lm_head.weight");
+        let head_quant = w.linear_quant().map(|_| DType::Q8_0).filter(|_| tied);
+        let embed_tokens = m.with_linear_quant(head_quant)?.get_linear("embed_tokens.weight", p.vocab, p.hidden)?;
+        let lm_head = if tied { embed_tokens.clone() } else { w.get_linear("lm_head.weight", p.vocab, p.hidden)? };
         let layers: Result<Vec<_>> =
             (0..p.layers).map(|i| DecoderLayer::load(&m.prefixed(format!("layers.{i}")), p)).collect();
         Ok(TextDecoder {
@@ -78,6 +81,7 @@ impl TextDecoder {
             lm_head,
             rotary: Rotary::new(p.head_dim, p.rope_theta, rope, w.dtype())?,
             params: p.clone(),
+            dtype: w.dtype(),
         })
     }
 
@@ -93,7 +97,13 @@ impl TextDecoder {
     /// Token embeddings `(1, t, hidden)`.
     pub fn embed(&self, ids: &[u32]) -> Result<Tensor> {
         let ids = Tensor::from_u32(self.embed_tokens.backend(), ids, &[1, ids.len()])?;
-        ids.embedding(&self.embed_tokens)
+        let x = ids.embedding(&self.embed_tokens)?;
+        // Rows of a quantized table come out as f32.
+        if x.dtype() == self.dtype {
+            Ok(x)
+        } else {
+            x.to_dtype(self.dtype)
+        }
     }
 
     /// Each layer's FFN scale `1 + ada(t_cond)` for `delay_tokens`, shaped `(1, 1, hidden)`.

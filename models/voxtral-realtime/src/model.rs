@@ -74,13 +74,14 @@ impl VoxtralRealtime {
         let (bos, eos, streaming_pad) = (special("<s>")?, special("</s>")?, special("[STREAMING_PAD]")?);
         let rope = ckpt.rope_layout();
         let w = &ckpt.weights;
-        // Only the decoder's linears are quantized when asked: its one-token steps stream every
-        // weight per token (bandwidth-bound), while the encoder's products are many rows deep.
-        let decoder_weights = w.with_linear_quant(options.quant())?;
+        // Every linear is quantized when asked (encoder, projector, decoder, tied head): a
+        // streamed 80 ms chunk runs the encoder on 4 frames and the decoder on one token, so
+        // each chunk streams all of them, and real time is their bytes over the bandwidth.
+        let w = w.with_linear_quant(options.quant())?;
         let model = VoxtralModel {
             encoder: AudioEncoder::load(&w.prefixed("audio_tower"), &p.encoder, rope)?,
             projector: Projector::load(&w.prefixed("multi_modal_projector"), p)?,
-            decoder: TextDecoder::load(&decoder_weights.prefixed("language_model"), &p.decoder, rope)?,
+            decoder: TextDecoder::load(&w.prefixed("language_model"), &p.decoder, rope)?,
             params: ckpt.params.clone(),
             stream,
             tekken: ckpt.tekken,

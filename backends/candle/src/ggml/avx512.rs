@@ -360,6 +360,46 @@ pub unsafe fn dot_q8_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
     out
 }
 
+/// `R` (even) Q8_0 rows × `C` activation rows (prefill): [`dot_q8_0_rows`]'s row pairs, each
+/// block pair's weights loaded and offset once for the `C` activation rows, and every
+/// (row, activation row) the decode kernel's operations in its order: bit-identical to it (so to
+/// the AVX2 kernels). Replaces the AVX2 tile on AVX-512 CPUs, which reads a block per row and
+/// multiplies in 256 bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+pub unsafe fn tile_q8_0_pairs<const R: usize, const C: usize>(
+    w: *const u8,
+    row_bytes: usize,
+    xs: &[ActRow; C],
+) -> [[f32; C]; R] {
+    debug_assert!(R.is_multiple_of(2));
+    let nb = row_bytes / 34;
+    let (zero, flip) = (_mm512_setzero_si512(), _mm512_set1_epi8(-128));
+    // The row pairs' accumulators are the first R / 2.
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
+    for b in 0..nb {
+        let xv = xs.map(|x| _mm512_broadcast_i64x4(_mm256_loadu_si256(x.q.as_ptr().add(b * 32) as *const __m256i)));
+        let neg_offset = xv.map(|xv| _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, flip, xv)));
+        let dx = xs.map(|x| _mm512_set1_ps(*x.d.get_unchecked(b)));
+        prefetch_next_group(w, R * row_bytes, R * 34, b);
+        for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
+            let b0 = w.add(2 * p * row_bytes + b * 34);
+            let (q, dw) = q8_0_halves(b0, b0.add(row_bytes));
+            let q = _mm512_xor_si512(q, flip);
+            for c in 0..C {
+                let sum = _mm512_dpbusd_epi32(neg_offset[c], q, xv[c]);
+                acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx[c]), _mm512_cvtepi32_ps(sum), acc[c]);
+            }
+        }
+    }
+    let mut out = [[0f32; C]; R];
+    for p in 0..R / 2 {
+        for c in 0..C {
+            [out[2 * p][c], out[2 * p + 1][c]] = pair_sums(acc[p][c]);
+        }
+    }
+    out
+}
+
 /// The low and the high 256 bits of `v` added as 8 i32 lanes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]

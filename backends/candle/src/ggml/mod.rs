@@ -384,6 +384,11 @@ fn group_kernel_for(format: Format, isa: Isa) -> GroupDotFn {
 /// instruction set).
 fn tile_kernel(format: Format) -> Option<TileFn> {
     #[cfg(target_arch = "x86_64")]
+    if isa() >= Isa::Avx512 && format == Format::Q8_0 {
+        // SAFETY: as in `kernel`; the slice holds GROUP (even) rows.
+        return Some(|w, rb, x| unsafe { avx512::tile_q8_0_pairs::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) });
+    }
+    #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx512 && format == Format::Q5_0 {
         // SAFETY: as in `kernel`; the slice holds GROUP (even) rows.
         return Some(|w, rb, x| unsafe { avx512::tile_q5_0_pairs::<GROUP, TILE_COLS>(w.as_ptr(), rb, x) });
@@ -433,8 +438,8 @@ fn panel_kernel(format: Format) -> Option<PanelKernel> {
 }
 
 /// The wide tile for `format`, where one exists (AVX-512 CPUs, whose 32 vector registers hold
-/// the accumulators): Q5_0 and Q4_K (two weight rows per register; Q5_0 any block count) and
-/// Q6_K (two value groups per register, `vpdpwssd`). Measured,
+/// the accumulators): Q5_0, Q4_K and Q8_0 (two weight rows per register; Q5_0 any block count)
+/// and Q6_K (two value groups per register, `vpdpwssd`). Measured,
 /// 1-thread prefill (Xeon box, the earlier layouts): Q5_0 Gemma 3 270M +25%, Qwen2.5 0.5B +10%;
 /// the k-quants Qwen +8% (once their scales were vectorized; before, the 4-wide k-quant tiles
 /// gained nothing). The current layouts on Zen 4: docs/backends/candle.md.
@@ -465,6 +470,9 @@ fn wide_tile_kernel(format: Format) -> Option<WideTileFn> {
                 return Some(|w, rb, x| unsafe { avx512::tile_q4k_pairs::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) })
             }
             Format::Q6K => return Some(|w, rb, x| unsafe { avx512::tile_q6k::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) }),
+            Format::Q8_0 => {
+                return Some(|w, rb, x| unsafe { avx512::tile_q8_0_pairs::<GROUP, WIDE_COLS>(w.as_ptr(), rb, x) })
+            }
             _ => {}
         }
     }

@@ -183,8 +183,9 @@ unsafe fn assert_q8_0_rows_match<const R: usize>(w: &[u8], rb: usize, x: &ActRow
     assert_eq!(bits(fast), bits(slow), "{what}, {R} rows: {fast:?} vs {slow:?}");
 }
 
-/// The AVX-512 Q8_0 kernel gives the AVX2 one's results bit for bit: rows one at a time, in
-/// pairs, GROUP at once and 3 (a pair and an odd row), for even and odd block counts, on raw
+/// The AVX-512 Q8_0 kernels give the AVX2 one's results bit for bit: rows one at a time, in
+/// pairs, GROUP at once and 3 (a pair and an odd row), and the prefill tiles of 2 and 4
+/// activation rows, for even and odd block counts, on raw
 /// blocks with the extremes (every third block's weights start with eight -128, every fifth
 /// activation block is all 127 or all -127).
 #[cfg(target_arch = "x86_64")]
@@ -215,6 +216,22 @@ fn q8_0_avx512_matches_avx2_bit_for_bit() {
         let d: Vec<f32> = values(nb, 9 + nb as u64).into_iter().map(|v| v.abs() + 1e-3).collect();
         let x = ActRow { d: &d, q: &q, sums: &[] };
         let what = format!("{nb} blocks");
+        // Prefill tiles: WIDE_COLS activation rows (this one, reversed, negated, rescaled).
+        let (rev, neg): (Vec<i8>, Vec<i8>) = (q.iter().rev().copied().collect(), q.iter().map(|v| -v).collect());
+        let half_d: Vec<f32> = d.iter().map(|v| v * 0.5).collect();
+        let xs = [x, ActRow { q: &rev, ..x }, ActRow { q: &neg, ..x }, ActRow { d: &half_d, ..x }];
+        // SAFETY: as below.
+        unsafe {
+            let wide = avx512::tile_q8_0_pairs::<GROUP, WIDE_COLS>(w.as_ptr(), rb, &xs);
+            let pair = avx512::tile_q8_0_pairs::<GROUP, TILE_COLS>(w.as_ptr(), rb, xs[2..].try_into().unwrap());
+            for (c, x) in xs.iter().enumerate() {
+                let want = avx2::dot_q8_0_rows::<GROUP>(w.as_ptr(), rb, x).map(f32::to_bits);
+                assert_eq!(wide.map(|r| r[c].to_bits()), want, "{what}: wide tile, activation row {c}");
+                if c >= 2 {
+                    assert_eq!(pair.map(|r| r[c - 2].to_bits()), want, "{what}: pair tile, activation row {c}");
+                }
+            }
+        }
         // SAFETY: `isa()` checked the features; `w` holds GROUP rows of `rb` bytes.
         unsafe {
             assert_q8_0_rows_match::<GROUP>(&w, rb, &x, &what);
