@@ -64,6 +64,9 @@ enum Command {
     Transcribe(commands::transcribe::TranscribeArgs),
     /// Serve models over an OpenAI-compatible HTTP API, with continuous batching.
     Serve(commands::serve::ServeArgs),
+    /// Write a copy of a speech model's checkpoint with its linear weights quantized (q8_0,
+    /// q4_k), which loads without quantizing again.
+    Quantize(commands::quantize::QuantizeArgs),
 }
 
 impl Command {
@@ -82,6 +85,7 @@ impl Command {
             Command::Serve(a) if a.config.is_none() => {
                 return a.backend.as_deref().map_or(BackendNeed::Default, BackendNeed::Named)
             }
+            Command::Quantize(a) => return a.backend.as_deref().map_or(BackendNeed::Default, BackendNeed::Named),
             #[allow(unreachable_patterns)] // commands without a model list or pick plugins themselves
             _ => return BackendNeed::Any,
         };
@@ -119,7 +123,7 @@ fn main() -> ExitCode {
     // Audio models allocate and free activations of tens of MB per op: keep freed memory for
     // reuse from the start. Text models apply it once loaded (`ModelArgs::load`): their load
     // scratch would only raise peak RSS.
-    if matches!(cli.command, Command::Speak(_) | Command::Voice(_) | Command::Transcribe(_)) {
+    if matches!(cli.command, Command::Speak(_) | Command::Voice(_) | Command::Transcribe(_) | Command::Quantize(_)) {
         allocator::keep_freed_memory_for_reuse();
     }
     let result = (|| {
@@ -138,6 +142,7 @@ fn main() -> ExitCode {
             Command::Voice(args) => commands::voice::run(&registry, args),
             Command::Transcribe(args) => commands::transcribe::run(&registry, args),
             Command::Serve(args) => commands::serve::run(&registry, args),
+            Command::Quantize(args) => commands::quantize::run(&registry, args),
         }
     })();
     match result {

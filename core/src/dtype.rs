@@ -96,6 +96,12 @@ impl DType {
         })
     }
 
+    /// A GGML block format by its [`DType::name`] (`q4_k`, ...).
+    pub fn parse_quantized(s: &str) -> Option<DType> {
+        use DType::*;
+        [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2K, Q3K, Q4K, Q5K, Q6K, Q8K].into_iter().find(|d| d.name() == s)
+    }
+
     /// The float dtypes a user may ask weights to be computed in.
     pub fn parse_float(s: &str) -> Option<DType> {
         match s.to_ascii_lowercase().as_str() {

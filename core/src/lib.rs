@@ -19,6 +19,7 @@ pub mod op;
 pub mod plugin;
 pub mod plugin_config;
 pub mod process_memory;
+pub mod quantized_checkpoint;
 pub mod recognizer_ffi;
 pub mod registry;
 pub mod speech_ffi;

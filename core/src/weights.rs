@@ -272,10 +272,19 @@ impl Weights {
             }
             _ => self.get_shaped(name, &shape)?,
         };
-        if t.dtype().is_float() {
-            t.to_dtype(q)
-        } else {
-            Ok(t)
+        let t = if t.dtype().is_float() { t.to_dtype(q)? } else { t };
+        if let Some(e) = stored.filter(|e| e.dtype.is_float() && t.dtype().is_quantized()) {
+            crate::quantized_checkpoint::note(&self.store.files[e.file].0, &self.full_name(name), &t);
+        }
+        Ok(t)
+    }
+
+    /// Drops this process's mapped pages of `name` (best effort): for a weight the caller has
+    /// copied (such as parts stacked into one matrix), so it is not resident twice. A later read
+    /// faults them back in from the file.
+    pub fn release(&self, name: &str) {
+        if let Some(e) = self.store.entries.get(&self.full_name(name)) {
+            self.store.files[e.file].1.release(e.start, e.end);
         }
     }
 
@@ -322,6 +331,11 @@ impl Weights {
             let f32_bytes = crate::gguf::dequantize_to_f32_bytes(e.dtype, &e.shape, bytes).map_err(located)?;
             let t = Tensor::from_bytes(&self.backend, &f32_bytes, DType::F32, &e.shape).map_err(located)?;
             return t.to_dtype(to);
+        }
+        if let (true, Backing::Mmap(_)) = (e.dtype.is_quantized(), backing) {
+            // Blocks written by `infer quantize`: kept in the file's pages where the backend
+            // multiplies them in place (mapped now, not page by page in the first product).
+            return backing.hand_over(&self.backend, e, true).map_err(located);
         }
         if let (true, Backing::Gguf(_)) = (e.dtype.is_quantized(), backing) {
             let t = Tensor::from_shared(&self.backend, backing.shared(), e.start, e.end, e.dtype, &e.shape)
@@ -442,22 +456,37 @@ fn index_file(path: &Path, bytes: &[u8], file: usize, out: &mut HashMap<String, 
     })?;
     let data_start = 8 + header_len;
     let data_len = bytes.len() - data_start;
+    // GGML blocks stored as U8 rows by `infer quantize`, with their format and logical shape.
+    let mut quantized = crate::quantized_checkpoint::listed(path, meta.metadata().as_ref())?;
     for (name, info) in meta.tensors() {
-        let dtype = convert_dtype(info.dtype)
+        let stored = convert_dtype(info.dtype)
             .ok_or_else(|| bad(format!("tensor `{name}` has unsupported dtype {:?}", info.dtype)))?;
+        let (dtype, shape) = match quantized.remove(&name) {
+            Some(q) if stored == DType::U8 => q,
+            Some(_) => return Err(bad(format!("tensor `{name}` is listed as quantized but stored as {stored}"))),
+            None => (stored, info.shape.clone()),
+        };
         let (s, e) = info.data_offsets;
         if e > data_len || s > e {
             return Err(bad(format!(
                 "tensor `{name}` ends at byte {e} but the data section has {data_len} bytes (truncated file?)"
             )));
         }
-        let numel: usize = info.shape.iter().product();
-        if dtype.storage_bytes(numel) != e - s {
-            return Err(bad(format!("tensor `{name}`: {} bytes for shape {:?} {dtype}", e - s, info.shape)));
+        let numel: usize = shape.iter().product();
+        if dtype.storage_bytes(numel) != e - s || (dtype.is_quantized() && !quantizable_shape(dtype, &shape)) {
+            return Err(bad(format!("tensor `{name}`: {} bytes for shape {shape:?} {dtype}", e - s)));
         }
-        out.insert(name, Entry { file, dtype, shape: info.shape.clone(), start: data_start + s, end: data_start + e });
+        out.insert(name, Entry { file, dtype, shape, start: data_start + s, end: data_start + e });
+    }
+    if let Some(name) = quantized.keys().next() {
+        return Err(bad(format!("tensor `{name}` is listed as quantized but not stored")));
     }
     Ok(())
+}
+
+/// Rows of whole blocks (blocks never span rows).
+fn quantizable_shape(dtype: DType, shape: &[usize]) -> bool {
+    shape.last().is_some_and(|&k| k > 0 && k.is_multiple_of(dtype.block().0))
 }
 
 fn convert_dtype(d: safetensors::Dtype) -> Option<DType> {

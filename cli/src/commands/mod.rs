@@ -3,6 +3,7 @@ pub mod chat;
 pub mod info;
 mod mic;
 pub mod plugins;
+pub mod quantize;
 pub mod run;
 pub mod serve;
 pub mod shared;

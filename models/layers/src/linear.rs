@@ -49,9 +49,18 @@ impl StackedLinear {
     /// `parts`: each layer's weights (rooted at the layer) and output size; all read `in_dim`.
     pub fn load(parts: &[(Weights, usize)], in_dim: usize, bias: bool) -> Result<Self> {
         let first = &parts.first().ok_or_else(|| infer_core::Error::invalid("no linear layers to stack"))?.0;
-        let stack_as = first.linear_quant().filter(|q| {
-            in_dim.is_multiple_of(q.block().0)
-                && parts.iter().all(|(w, _)| w.stored_dtype("weight").is_some_and(|d| d.is_float()))
+        // Quantized at load, or stored quantized (`infer quantize`) in one format the backend runs.
+        let stored = first.stored_dtype("weight");
+        let stored_quant = stored.filter(|d| {
+            d.is_quantized()
+                && first.backend().supports_dtype(*d)
+                && parts.iter().all(|(w, _)| w.stored_dtype("weight") == stored)
+        });
+        let stack_as = stored_quant.or_else(|| {
+            first.linear_quant().filter(|q| {
+                in_dim.is_multiple_of(q.block().0)
+                    && parts.iter().all(|(w, _)| w.stored_dtype("weight").is_some_and(|d| d.is_float()))
+            })
         });
         let Some(quant) = stack_as else {
             let separate = parts.iter().map(|(w, out)| Linear::load(w, *out, in_dim, bias));
@@ -64,6 +73,10 @@ impl StackedLinear {
         let weights = parts.iter().map(|(w, out)| w.get_linear("weight", *out, in_dim));
         let weight = concat(weights.collect::<Result<_>>()?)?;
         let weight = if weight.dtype() == quant { weight } else { weight.to_dtype(quant)? };
+        if stored_quant.is_some() {
+            // The parts were the file's pages; the stack is a copy.
+            parts.iter().for_each(|(w, _)| w.release("weight"));
+        }
         let bias = if bias {
             let biases = parts.iter().map(|(w, out)| w.get_shaped("bias", &[*out]));
             Some(concat(biases.collect::<Result<_>>()?)?)

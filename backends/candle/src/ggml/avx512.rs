@@ -170,8 +170,10 @@ pub unsafe fn tile_q4k_pairs<const R: usize, const C: usize>(
                     // Values 64j..64j+32 (low nibbles) and 64j+32..64j+64 (high), in both halves.
                     let xq = xs[c].q.as_ptr().add(b * 256 + 64 * j);
                     let at = |o: usize| _mm512_broadcast_i64x4(_mm256_loadu_si256(xq.add(o) as *const __m256i));
-                    sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(_mm512_maddubs_epi16(lo, at(0)), sc_lo));
-                    sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(_mm512_maddubs_epi16(hi, at(32)), sc_hi));
+                    // `vpdpwssd`: the scale multiply-add and the accumulation in one instruction
+                    // (exact integers, so the same sums as madd + add).
+                    sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(lo, at(0)), sc_lo);
+                    sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(hi, at(32)), sc_hi);
                 }
             }
             for c in 0..C {

@@ -1,0 +1,335 @@
+//! Pre-quantized checkpoints. `infer quantize` loads a model with `--quant`, records the linear
+//! weights it quantized ([`record_quantized`]) and writes a copy of the checkpoint with those
+//! weights as GGML blocks ([`write_quantized`]); loading the copy maps the blocks in place
+//! instead of quantizing again.
+//!
+//! The copy is ordinary safetensors: a quantized weight is a 1-D `U8` tensor of its blocks, and
+//! the header's `__metadata__` key [`METADATA_KEY`] holds a JSON object from each such tensor's
+//! name to `{"dtype": "q4_k", "shape": [out, in]}` ([`Weights`](crate::Weights) reads it). Other
+//! tensors and files are copied as they are.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use memmap2::Mmap;
+use safetensors::tensor::{Dtype, View};
+
+use crate::{DType, Error, Result, Tensor};
+
+/// The `__metadata__` key that lists a safetensors file's quantized tensors.
+pub const METADATA_KEY: &str = "infer.quantized";
+
+/// A weight quantized at load while [`record_quantized`] ran.
+pub struct QuantizedWeight {
+    /// The safetensors file it was read from.
+    pub file: PathBuf,
+    /// Its name in that file.
+    pub name: String,
+    /// The blocks, as the backend holds them.
+    pub tensor: Tensor,
+}
+
+static RECORDING: Mutex<Option<Vec<QuantizedWeight>>> = Mutex::new(None);
+
+/// Runs `load` and returns, with its result, every float weight that
+/// [`Weights::get_linear`](crate::Weights::get_linear) quantized meanwhile. Models built into
+/// this process are seen; a plugin library carries its own copy of this crate, so its loads are
+/// not. Recordings run one at a time.
+pub fn record_quantized<T>(load: impl FnOnce() -> T) -> (T, Vec<QuantizedWeight>) {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    /// Stops the recording however `load` ends (a panic included).
+    struct Stop;
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            RECORDING.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+    }
+    *RECORDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    let stop = Stop;
+    let out = load();
+    let recorded = RECORDING.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+    drop(stop);
+    (out, recorded)
+}
+
+/// Notes a weight quantized at load, when a recording runs.
+pub(crate) fn note(file: &Path, name: &str, tensor: &Tensor) {
+    if let Some(list) = RECORDING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        list.push(QuantizedWeight { file: file.to_path_buf(), name: name.to_string(), tensor: tensor.clone() });
+    }
+}
+
+/// The quantized tensors a safetensors header lists under [`METADATA_KEY`]: name -> (format,
+/// logical shape). `path` names the file in errors.
+pub(crate) fn listed(
+    path: &Path,
+    metadata: Option<&HashMap<String, String>>,
+) -> Result<HashMap<String, (DType, Vec<usize>)>> {
+    let Some(json) = metadata.and_then(|m| m.get(METADATA_KEY)) else { return Ok(HashMap::new()) };
+    let bad = |m: String| Error::checkpoint(path, format!("`{METADATA_KEY}` metadata: {m}"));
+    let entries: BTreeMap<String, ListedTensor> =
+        serde_json::from_str(json).map_err(|e| bad(format!("not a map of {{dtype, shape}} ({e})")))?;
+    entries
+        .into_iter()
+        .map(|(name, t)| {
+            let dtype = DType::parse_quantized(&t.dtype)
+                .ok_or_else(|| bad(format!("tensor `{name}`: `{}` is not a GGML block format", t.dtype)))?;
+            Ok((name, (dtype, t.shape)))
+        })
+        .collect()
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ListedTensor {
+    dtype: String,
+    shape: Vec<usize>,
+}
+
+/// What [`write_quantized`] wrote.
+#[derive(Debug)]
+pub struct WrittenCheckpoint {
+    /// Quantized tensors written.
+    pub quantized: usize,
+    /// Their bytes as stored in the source, and as blocks.
+    pub source_bytes: u64,
+    pub block_bytes: u64,
+    /// Files copied as they were, and safetensors files rewritten.
+    pub copied_files: usize,
+    pub rewritten_files: usize,
+}
+
+/// Copies the checkpoint directory `src` to `out` (a new or empty directory outside `src`), each
+/// safetensors file that holds one of `weights` rewritten with those tensors as blocks.
+pub fn write_quantized(src: &Path, out: &Path, weights: &[QuantizedWeight]) -> Result<WrittenCheckpoint> {
+    if weights.is_empty() {
+        return Err(Error::invalid(format!(
+            "{}: the model quantized none of its weights (does it quantize at load? are they quantized already?)",
+            src.display()
+        )));
+    }
+    let src = src.canonicalize().map_err(|e| Error::io(src, e))?;
+    if !src.is_dir() {
+        return Err(Error::invalid(format!("{}: not a checkpoint directory", src.display())));
+    }
+    check_destination(&src, out)?;
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let mut by_file: HashMap<PathBuf, HashMap<&str, &Tensor>> = HashMap::new();
+    for w in weights {
+        let file = w.file.canonicalize().map_err(|e| Error::io(&w.file, e))?;
+        if !file.starts_with(&src) {
+            return Err(Error::invalid(format!("{} is outside the checkpoint {}", file.display(), src.display())));
+        }
+        by_file.entry(file).or_default().insert(&w.name, &w.tensor);
+    }
+    let mut done =
+        WrittenCheckpoint { quantized: 0, source_bytes: 0, block_bytes: 0, copied_files: 0, rewritten_files: 0 };
+    for file in files_under(&src)? {
+        let rel = file.strip_prefix(&src).expect("listed under src");
+        let dest = out.join(rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        match by_file.get(&file) {
+            Some(tensors) => {
+                rewrite(&file, &dest, tensors, &mut done)?;
+                done.rewritten_files += 1;
+            }
+            None => {
+                std::fs::copy(&file, &dest).map_err(|e| Error::io(&file, e))?;
+                done.copied_files += 1;
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Refuses an output folder that has files in it or lies inside the checkpoint `src` (the copy
+/// would copy itself): callers check before loading, [`write_quantized`] again before writing.
+pub fn check_destination(src: &Path, out: &Path) -> Result<()> {
+    let src = src.canonicalize().map_err(|e| Error::io(src, e))?;
+    if out.exists() {
+        let mut entries = std::fs::read_dir(out).map_err(|e| Error::io(out, e))?;
+        if entries.next().is_some() {
+            return Err(Error::invalid(format!("{}: the output directory is not empty", out.display())));
+        }
+    }
+    if resolved(out)?.starts_with(&src) {
+        return Err(Error::invalid(format!("{}: the output directory is inside the checkpoint", out.display())));
+    }
+    Ok(())
+}
+
+/// `path` with its deepest existing ancestor's symbolic links resolved.
+fn resolved(path: &Path) -> Result<PathBuf> {
+    let absolute = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
+    let mut rest = Vec::new();
+    let mut at = absolute.as_path();
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return Ok(rest.iter().rev().fold(real, |p, part| p.join(part)));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return Ok(absolute),
+        }
+    }
+}
+
+/// Every file under `dir`, recursively, in a stable order.
+fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .map(|e| e.map(|e| e.path()).map_err(|err| Error::io(dir, err)))
+        .collect::<Result<_>>()?;
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            out.extend(files_under(&p)?);
+        } else {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// A tensor of the source file, copied as stored.
+struct Stored<'a> {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    bytes: &'a [u8],
+}
+
+impl View for Stored<'_> {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self.bytes)
+    }
+    fn data_len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+/// A quantized weight: its blocks as one `U8` row, read from the backend when written.
+struct Blocks<'a> {
+    tensor: &'a Tensor,
+    shape: [usize; 1],
+}
+
+impl View for Blocks<'_> {
+    fn dtype(&self) -> Dtype {
+        Dtype::U8
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        // `data_len` fixed the length; a backend that failed to hand the bytes back would leave
+        // a short tensor, which the writer refuses, so this cannot write a wrong file.
+        Cow::Owned(self.tensor.to_bytes().unwrap_or_default())
+    }
+    fn data_len(&self) -> usize {
+        self.shape[0]
+    }
+}
+
+enum Either<'a> {
+    Stored(Stored<'a>),
+    Blocks(Blocks<'a>),
+}
+
+impl View for Either<'_> {
+    fn dtype(&self) -> Dtype {
+        match self {
+            Either::Stored(s) => s.dtype(),
+            Either::Blocks(b) => b.dtype(),
+        }
+    }
+    fn shape(&self) -> &[usize] {
+        match self {
+            Either::Stored(s) => s.shape(),
+            Either::Blocks(b) => b.shape(),
+        }
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        match self {
+            Either::Stored(s) => s.data(),
+            Either::Blocks(b) => b.data(),
+        }
+    }
+    fn data_len(&self) -> usize {
+        match self {
+            Either::Stored(s) => s.data_len(),
+            Either::Blocks(b) => b.data_len(),
+        }
+    }
+}
+
+/// Writes `dest`: the safetensors file `src` with `quantized` tensors replaced by their blocks
+/// (through a temporary file, renamed when complete).
+fn rewrite(src: &Path, dest: &Path, quantized: &HashMap<&str, &Tensor>, done: &mut WrittenCheckpoint) -> Result<()> {
+    let file = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
+    // SAFETY: read-only mapping of a checkpoint not modified while it is copied (as for loading).
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(src, e))?;
+    let bad = |m: String| Error::checkpoint(src, m);
+    let (header_len, meta) = safetensors::SafeTensors::read_metadata(&map)
+        .map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
+    let data = &map[8 + header_len..];
+    let mut listed: BTreeMap<String, ListedTensor> = listed(src, meta.metadata().as_ref())?
+        .into_iter()
+        .map(|(name, (dtype, shape))| (name, ListedTensor { dtype: dtype.name().to_string(), shape }))
+        .collect();
+    let mut views = Vec::new();
+    for (name, info) in meta.tensors() {
+        let (s, e) = info.data_offsets;
+        let bytes = data.get(s..e).ok_or_else(|| bad(format!("tensor `{name}` lies outside the file (truncated?)")))?;
+        let Some(t) = quantized.get(name.as_str()) else {
+            views.push((name, Either::Stored(Stored { dtype: info.dtype, shape: info.shape.clone(), bytes })));
+            continue;
+        };
+        let (dtype, shape) = (t.dtype(), t.dims().to_vec());
+        let len = dtype.storage_bytes(shape.iter().product());
+        if !dtype.is_quantized() || shape != info.shape {
+            return Err(bad(format!("tensor `{name}` {:?} was recorded as {dtype}{shape:?}", info.shape)));
+        }
+        done.quantized += 1;
+        done.source_bytes += bytes.len() as u64;
+        done.block_bytes += len as u64;
+        listed.insert(name.clone(), ListedTensor { dtype: dtype.name().to_string(), shape });
+        views.push((name, Either::Blocks(Blocks { tensor: t, shape: [len] })));
+    }
+    let mut metadata = meta.metadata().clone().unwrap_or_default();
+    let json = serde_json::to_string(&listed).map_err(|e| Error::invalid(format!("{METADATA_KEY}: {e}")))?;
+    metadata.insert(METADATA_KEY.to_string(), json);
+    let tmp = dest.with_extension("safetensors.partial");
+    safetensors::serialize_to_file(views, Some(metadata), &tmp)
+        .map_err(|e| Error::checkpoint(&tmp, format!("writing failed: {e}")))?;
+    check_complete(&tmp)?;
+    std::fs::rename(&tmp, dest).map_err(|e| Error::io(dest, e))
+}
+
+/// A written file whose size is not what its header describes (a backend handed back fewer
+/// bytes than a tensor's blocks) is refused, and removed.
+fn check_complete(path: &Path) -> Result<()> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: read-only mapping of the file this process just wrote.
+    let bytes = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let complete = safetensors::SafeTensors::read_metadata(&bytes)
+        .is_ok_and(|(header_len, meta)| 8 + header_len + meta.data_len() == bytes.len());
+    if complete {
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(path);
+    Err(Error::checkpoint(path, "the written file does not match its header (a tensor's blocks came back short)"))
+}
