@@ -409,8 +409,8 @@ impl Registry {
         let ckpt = CheckpointInfo::inspect(path)?;
         let entry = self.model_plugin(ModelKind::SpeechRecognition, &ckpt.model_type)?;
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
-        // The recognizer decides what `quant` means for it (Voxtral Realtime quantizes its text
-        // decoder's linears), as speech synthesizers do.
+        // The recognizer decides what `quant` means for it (Voxtral Realtime quantizes every
+        // linear, its tied head at 8 bits), as speech synthesizers do.
         let options = load_options(cfg);
         let path_str = ckpt.path.to_string_lossy();
         let model = lift((entry.plugin.load_recognizer)(path_str.as_ref().into(), &backend, &options))?;
