@@ -527,3 +527,35 @@ fn web_page_streams_a_chat_reply_in_headless_chromium() {
     assert!(chunks > 1, "the reply arrived in {chunks} chunk(s), not streamed");
     assert_eq!(models, "1");
 }
+
+/// `--quant` (`quant` in a server.toml) reaches a served speech model: the server's transcript
+/// is `infer transcribe --quant q8_0`'s (not f32's); a text model refuses it when the server
+/// starts.
+#[test]
+fn quant_reaches_served_speech_models_and_text_models_refuse_it() {
+    let rt = fixture("voxtral-realtime/hf");
+    let wav = fixture("voxtral-realtime/speech_16k.wav");
+    let (rt_s, wav_s) = (rt.to_str().unwrap(), wav.to_str().unwrap());
+    let cli = |extra: &[&str]| {
+        let o = Infer::new(exe()).run(&[&["transcribe", "--model", rt_s, wav_s][..], extra].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap().trim_end().to_string()
+    };
+    let want = cli(&["--quant", "q8_0"]);
+    assert_ne!(want, cli(&[]), "q8_0's transcript equals f32's on the fixture");
+    let server = Server::start(&["--model", rt_s, "--quant", "q8_0"]);
+    let v = server.client("none", "transcribe", &["hf", wav_s, wav_s]);
+    assert_eq!(v["json"], want.as_str(), "{v}");
+    let o = Infer::new(exe()).run(&[
+        "serve",
+        "--port",
+        "0",
+        "--model",
+        model_file(GEMMA).to_str().unwrap(),
+        "--quant",
+        "q8_0",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("does not quantize weights at load") && !err.contains("panicked"), "{err}");
+}

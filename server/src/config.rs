@@ -12,6 +12,7 @@
 //! path = "~/.cache/infer/models/gemma-3-270m-q4_k_m.gguf"
 //! backend = "candle"    # optional, as `infer run --backend`
 //! dtype = "f32"         # optional
+//! quant = "q4_k"        # optional, speech models: linear weights quantized at load
 //! context_len = 0       # optional
 //! parallel = 8          # optional, overrides the server's
 //! ```
@@ -74,6 +75,8 @@ pub struct ModelSpec {
     pub dtype: Option<String>,
     /// KV cache dtype.
     pub kv_dtype: Option<String>,
+    /// Linear weights quantized at load (q8_0, q4_k): speech models (docs/quantization.md).
+    pub quant: Option<String>,
     #[serde(default)]
     pub context_len: usize,
     /// Batch slots for this model (default: the server's `parallel`).
@@ -118,6 +121,7 @@ impl ModelSpec {
             device: None,
             dtype: None,
             kv_dtype: None,
+            quant: None,
             context_len: 0,
             parallel: None,
         }
@@ -142,12 +146,19 @@ impl ModelSpec {
                 },
             }
         };
+        let quant = match &self.quant {
+            None => None,
+            Some(q) => {
+                Some(DType::parse_linear_quant(q).with_context(|| format!("model {}: quant", self.served_name()))?)
+            }
+        };
         Ok(LoadConfig {
             backend: self.backend.clone(),
             device: self.device.clone(),
             context_len: self.context_len,
             dtype: Some(float("dtype", &self.dtype)?.unwrap_or(DType::F32)),
             kv_dtype: float("kv_dtype", &self.kv_dtype)?,
+            quant,
             parallel_slots: self.parallel.unwrap_or(0),
             ..Default::default()
         })
@@ -186,6 +197,17 @@ mod tests {
         assert_eq!(cfg.models[0].path, dir.path().join("m.gguf"));
         assert_eq!(cfg.models[1].served_name(), "tts");
         cfg.validate().unwrap();
+    }
+
+    #[test]
+    fn quant_reaches_the_load_config_and_bad_names_are_refused() {
+        let mut spec = ModelSpec::from_path("/m/asr".into());
+        assert_eq!(spec.load_config().unwrap().quant, None);
+        spec.quant = Some("Q4_K".into());
+        assert_eq!(spec.load_config().unwrap().quant, Some(DType::Q4K));
+        spec.quant = Some("q3".into());
+        let e = format!("{:#}", spec.load_config().unwrap_err());
+        assert!(e.contains("model asr: quant") && e.contains("unknown quantization `q3`"), "{e}");
     }
 
     #[test]

@@ -39,6 +39,10 @@ pub struct ServeArgs {
     /// Bound the KV cache of --model to this many tokens (0: unbounded).
     #[arg(long, requires = "model")]
     pub context_len: Option<usize>,
+    /// Quantize --model's linear weights at load (q8_0, q4_k; speech models, as `speak` and
+    /// `transcribe` take it).
+    #[arg(long, requires = "model")]
+    pub quant: Option<String>,
 }
 
 pub fn run(registry: &Registry, args: ServeArgs) -> Result<()> {
@@ -48,6 +52,7 @@ pub fn run(registry: &Registry, args: ServeArgs) -> Result<()> {
             let mut spec = ModelSpec::from_path(model.clone());
             spec.backend = args.backend.clone();
             spec.context_len = args.context_len.unwrap_or(0);
+            spec.quant = args.quant.clone();
             ServerConfig { models: vec![spec], ..Default::default() }
         }
         (None, None) => {
