@@ -118,7 +118,7 @@ pub fn write_quantized(src: &Path, out: &Path, weights: &[QuantizedWeight]) -> R
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let mut by_file: HashMap<PathBuf, HashMap<&str, &Tensor>> = HashMap::new();
     for w in weights {
-        let file = w.file.canonicalize().map_err(|e| Error::io(&w.file, e))?;
+        let file = in_real_folder(&w.file)?;
         if !file.starts_with(&src) {
             return Err(Error::invalid(format!("{} is outside the checkpoint {}", file.display(), src.display())));
         }
@@ -132,7 +132,7 @@ pub fn write_quantized(src: &Path, out: &Path, weights: &[QuantizedWeight]) -> R
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
-        match by_file.get(&file) {
+        match by_file.get(&in_real_folder(&file)?) {
             Some(tensors) => {
                 rewrite(&file, &dest, tensors, &mut done)?;
                 done.rewritten_files += 1;
@@ -179,6 +179,16 @@ fn resolved(path: &Path) -> Result<PathBuf> {
             _ => return Ok(absolute),
         }
     }
+}
+
+/// `file` in its folder's real path, the file name itself kept: a Hugging Face cache's
+/// snapshot links each file to a blob elsewhere, and the copy must follow the snapshot's names.
+fn in_real_folder(file: &Path) -> Result<PathBuf> {
+    let (Some(parent), Some(name)) = (file.parent(), file.file_name()) else {
+        return Err(Error::invalid(format!("{}: not a file path", file.display())));
+    };
+    let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+    Ok(parent.canonicalize().map_err(|e| Error::io(parent, e))?.join(name))
 }
 
 /// Every file under `dir`, recursively, in a stable order.

@@ -69,6 +69,28 @@ fn a_quantized_recognizer_checkpoint_transcribes_as_quantizing_at_load_does() {
     assert_same_files_and_float_tensors(&src, &copy);
 }
 
+/// A Hugging Face cache snapshot: every file a link to a blob outside the folder. The copy
+/// holds real files under the snapshot's names.
+#[test]
+fn a_snapshot_of_linked_blobs_is_copied_under_its_names() {
+    let registry = Registry::builtin().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let (blobs, snapshot) = (tmp.path().join("blobs"), tmp.path().join("snapshots/abc"));
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::create_dir_all(&snapshot).unwrap();
+    for (i, e) in std::fs::read_dir(fixture("voxtral-realtime/hf")).unwrap().enumerate() {
+        let p = e.unwrap().path();
+        let blob = blobs.join(format!("blob{i}"));
+        std::fs::copy(&p, &blob).unwrap();
+        std::os::unix::fs::symlink(&blob, snapshot.join(p.file_name().unwrap())).unwrap();
+    }
+    let (_, _out_tmp, copy) = quantized_copy(&snapshot, || registry.load_recognizer(&snapshot, &q8_0()).unwrap());
+    let file = copy.join("model.safetensors");
+    assert!(!std::fs::symlink_metadata(&file).unwrap().file_type().is_symlink());
+    assert!(registry.load_recognizer(&copy, &LoadConfig::default()).is_ok());
+    assert_same_files_and_float_tensors(&snapshot, &copy);
+}
+
 fn first_voice() -> String {
     let g: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture("voxtral-tts/small/goldens.json")).unwrap()).unwrap();
