@@ -164,6 +164,35 @@ fn streaming_equals_offline_and_transformers_streaming() {
     }
 }
 
+/// Sessions of one model side by side (a server's streams), pushed 80 ms at a time in turn,
+/// two of each delay on different audio: each gives the ids it gives alone (transformers' for
+/// the fixture's speech). Sessions of a delay start from one primed state (the left padding
+/// encoded and prefilled once), whose caches each must copy: appends write in place, so shared
+/// buffers would mix the streams' keys (checked to fail that way).
+#[test]
+fn interleaved_sessions_start_from_one_primed_state_and_stay_apart() {
+    let g = goldens();
+    let audio = speech();
+    let model = load_direct(Setup::CandleBuiltIn, "hf");
+    let reversed: Vec<f32> = audio.samples.iter().rev().copied().collect();
+    let inputs: Vec<(&Case, &[f32])> =
+        g.cases.iter().flat_map(|c| [(c, &audio.samples[..]), (c, &reversed[..])]).collect();
+    let alone: Vec<Vec<u32>> = inputs.iter().map(|(case, a)| run(&model, case, a, 1280).1).collect();
+    assert_eq!(alone[0], g.cases[0].greedy);
+    assert_ne!(alone[0], alone[1], "the reversed audio must transcribe differently");
+    let mut sessions: Vec<(Session, Vec<u32>)> =
+        inputs.iter().map(|(case, _)| (model.session(&options(case.delay_ms)).unwrap(), Vec::new())).collect();
+    for start in (0..audio.samples.len()).step_by(1280) {
+        for ((s, tokens), (_, a)) in sessions.iter_mut().zip(&inputs) {
+            tokens.extend(s.push_audio(&a[start..(start + 1280).min(a.len())]).unwrap().tokens);
+        }
+    }
+    for (i, ((s, tokens), want)) in sessions.iter_mut().zip(&alone).enumerate() {
+        tokens.extend(s.finish().unwrap().tokens);
+        assert_eq!(tokens, want, "session {i}");
+    }
+}
+
 #[test]
 fn the_plugin_path_transcribes_the_same_on_every_setup() {
     let g = goldens();

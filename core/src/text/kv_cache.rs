@@ -119,6 +119,16 @@ impl LayerCache {
         *self = LayerCache { dtype: self.dtype, ..LayerCache::new(self.window) };
     }
 
+    /// A copy with buffers of its own: appends write in place, so a plain clone would share
+    /// them (a snapshot that several sequences start from must be detached for each).
+    pub fn detached(&self) -> Result<Self> {
+        let mut copy = self.clone();
+        if let ROption::RSome(k) = &self.k {
+            copy.relocate(k, k.dim(2))?;
+        }
+        Ok(copy)
+    }
+
     /// Empties the cache but keeps its buffers, so a caller that runs many short sequences (a
     /// speech model's per-frame code predictor) allocates them once: positions are overwritten
     /// before they are read again.
@@ -172,6 +182,11 @@ impl KvCache {
 
     pub fn reset(&mut self) {
         self.layers.iter_mut().for_each(LayerCache::reset)
+    }
+
+    /// Every layer [`LayerCache::detached`].
+    pub fn detached(&self) -> Result<Self> {
+        Ok(KvCache { layers: self.layers.iter().map(LayerCache::detached).collect::<Result<_>>()? })
     }
 
     /// Empties every layer, keeping the buffers ([`LayerCache::clear`]).

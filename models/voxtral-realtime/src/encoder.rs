@@ -130,12 +130,22 @@ impl EncoderLayer {
 }
 
 /// What the encoder remembers between chunks of one stream.
+#[derive(Clone)]
 pub struct EncoderState {
     mel_tail: Tensor,
     conv1_tail: Tensor,
     caches: Vec<LayerCache>,
     /// Encoder frames produced so far (the next frame's RoPE position).
     position: usize,
+}
+
+impl EncoderState {
+    /// A copy whose caches are its own (see `LayerCache::detached`); the tails are replaced,
+    /// never written, so they are shared.
+    pub fn detached(&self) -> Result<Self> {
+        let caches = self.caches.iter().map(LayerCache::detached).collect::<Result<_>>()?;
+        Ok(EncoderState { caches, ..self.clone() })
+    }
 }
 
 pub struct AudioEncoder {

@@ -12,6 +12,7 @@ pub mod decoder;
 pub mod encoder;
 pub mod frontend;
 pub mod model;
+pub mod primed;
 pub mod projector;
 pub mod session;
 pub mod text_stream;

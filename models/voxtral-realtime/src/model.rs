@@ -2,8 +2,9 @@
 //! shared (behind an `Arc`) by every session, and the [`SpeechRecognizer`] over them. Offline
 //! transcription is a session fed the whole recording at once: one model path.
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use infer_core::audio::{Audio, RecognitionOptions, RecognitionSession, SpeechRecognizer, Transcript};
 use infer_core::audio_io::resample;
@@ -15,6 +16,7 @@ use crate::config::Params;
 use crate::decoder::TextDecoder;
 use crate::encoder::AudioEncoder;
 use crate::frontend::StreamParams;
+use crate::primed::Primed;
 use crate::projector::Projector;
 use crate::session::Session;
 
@@ -34,6 +36,22 @@ pub struct VoxtralModel {
     pub(crate) bos: u32,
     pub(crate) eos: u32,
     pub(crate) streaming_pad: u32,
+    /// Each delay's sessions' common start ([`Primed`]), made once.
+    primed: Mutex<HashMap<usize, Arc<Primed>>>,
+}
+
+impl VoxtralModel {
+    /// The state every session of `delay_tokens` starts from (computed on first use).
+    pub fn primed(&self, delay_tokens: usize) -> Result<Arc<Primed>> {
+        // Held while computing: a second session of the same delay waits instead of redoing it.
+        let mut known = self.primed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = known.get(&delay_tokens) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(Primed::compute(self, delay_tokens)?);
+        known.insert(delay_tokens, p.clone());
+        Ok(p)
+    }
 }
 
 /// The recognizer: cheap to clone, sessions share its weights.
@@ -91,7 +109,11 @@ impl VoxtralRealtime {
             bos,
             eos,
             streaming_pad,
+            primed: Mutex::new(HashMap::new()),
         };
+        // The default delay's common start, now: a stream's first token then waits only for
+        // its own audio.
+        model.primed(model.stream.delay_tokens(model.stream.default_delay_ms))?;
         Ok(VoxtralRealtime(Arc::new(model)))
     }
 

@@ -6,9 +6,11 @@
 //! token the decoder chose at `p - 1`. So the decoder runs one step per 80 ms of audio, `delay`
 //! tokens behind it, and each step commits one token (a control token or text).
 //!
-//! Pushed audio becomes log-mel frames as soon as their samples are in, frames become audio
-//! embeddings a token (8 frames) at a time, and each new embedding runs one decoder step (the
-//! prompt's audio is encoded in one batch once it is all in); at most [`CHUNK_TOKENS`] tokens
+//! A session starts from its delay's [`Primed`] state: the left padding's tokens already encoded
+//! and their prompt positions in the decoder's cache. Pushed audio becomes log-mel frames as
+//! soon as their samples are in, frames become audio embeddings a token (8 frames) at a time,
+//! and each new embedding runs one decoder step (the rest of the prompt's audio is encoded in
+//! one batch once it is all in); at most [`CHUNK_TOKENS`] tokens
 //! (or the prompt's, if more) are in flight, so a push of an hour of audio runs in bounded memory,
 //! and the caches hold a sliding window, so a session runs for an hour at constant memory.
 //! `finish` appends the reference's right padding. Like transformers' `generate`, the decoder stops
@@ -24,6 +26,7 @@ use infer_core::{Error, KvCache, Result, Tensor};
 use crate::encoder::EncoderState;
 use crate::frontend::LogMelStream;
 use crate::model::VoxtralModel;
+use crate::primed::{prompt, Primed};
 use crate::text_stream::TextStream;
 
 /// Tokens (of 80 ms) encoded per batch.
@@ -52,7 +55,10 @@ pub struct Session {
     ada_scales: Vec<Tensor>,
     prompt: Vec<u32>,
     delay_tokens: usize,
-    /// Audio embeddings of the prompt positions, until the prompt is complete.
+    /// The padding's share, done before the session (its first `tokens` prompt positions).
+    primed: Arc<Primed>,
+    /// Audio embeddings of the prompt positions after the primed ones, until the prompt is
+    /// complete.
     prefill: Vec<Tensor>,
     /// Audio positions produced so far.
     audio_pos: usize,
@@ -75,18 +81,21 @@ impl Session {
     pub(crate) fn new(model: Arc<VoxtralModel>, delay_ms: f64, max_tokens: usize) -> Result<Self> {
         let s = &model.stream;
         let delay_tokens = s.delay_tokens(delay_ms);
-        let mut prompt = vec![model.bos];
-        prompt.extend(std::iter::repeat_n(model.streaming_pad, s.left_pad_tokens + delay_tokens));
+        let primed = model.primed(delay_tokens)?;
+        // The padding's frames: those the primed state has encoded are done, the rest wait.
+        let mut mel = LogMelStream::new(s, model.params.log_mel_max)?;
+        let pending_mel = mel.ready_frames(None)?.split_off(primed.mel.len());
         Ok(Session {
-            mel: LogMelStream::new(s, model.params.log_mel_max)?,
-            pending_mel: Vec::new(),
-            encoder: model.encoder.start(&model.backend, model.dtype)?,
-            cache: model.decoder.start(),
+            mel,
+            pending_mel,
+            encoder: primed.encoder.detached()?,
+            cache: primed.cache.detached()?,
             ada_scales: model.decoder.ada_scales(&model.backend, model.dtype, delay_tokens)?,
-            prompt,
+            prompt: prompt(&model, delay_tokens),
             delay_tokens,
+            audio_pos: primed.tokens,
+            primed,
             prefill: Vec::new(),
-            audio_pos: 0,
             last_token: None,
             tokens: Vec::new(),
             text: TextStream::default(),
@@ -101,9 +110,16 @@ impl Session {
         })
     }
 
-    /// Keeps the log-mel, encoder and projector outputs and every step's logits.
+    /// Keeps the log-mel, encoder and projector outputs and every step's logits (call it before
+    /// the first push).
     pub fn with_trace(mut self) -> Self {
-        self.trace = Some(Trace::default());
+        let p = &self.primed;
+        self.trace = Some(Trace {
+            mel: [&p.mel[..], &self.pending_mel].concat(),
+            encoder: p.encoder_out.clone(),
+            projector: p.projector.clone(),
+            logits: Vec::new(),
+        });
         self
     }
 
@@ -192,7 +208,7 @@ impl Session {
             let parts: Vec<&Tensor> = self.prefill.iter().collect();
             let audio = Tensor::concat(&parts, 1)?;
             self.prefill.clear();
-            audio.add(&m.decoder.embed(&self.prompt)?)?
+            audio.add(&m.decoder.embed(&self.prompt[self.primed.tokens..])?)?
         } else {
             let last = self.last_token.ok_or_else(|| Error::backend("decoder step without a previous token"))?;
             audio.add(&m.decoder.embed(&[last])?)?
