@@ -54,5 +54,11 @@ fn bad_requests_get_one_line() {
     std::fs::write(out.join("notes.txt"), "keep").unwrap();
     run(&rt, "q8_0", &out, &["not empty"]);
     assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "keep");
-    run(&tmp.path().join("missing"), "q8_0", &tmp.path().join("o2"), &["missing"]);
+    run(&tmp.path().join("missing"), "q8_0", &tmp.path().join("o2"), &["does not exist"]);
+    // A copy is not quantized again.
+    let copy = tmp.path().join("copy");
+    let o = infer().run(&["quantize", "--model", s(&rt), "--quant", "q8_0", "--out", s(&copy)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    run(&copy, "q4_k", &tmp.path().join("o3"), &["already quantized"]);
+    assert!(!tmp.path().join("o3").exists(), "nothing written");
 }

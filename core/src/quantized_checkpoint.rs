@@ -9,9 +9,9 @@
 //! tensors and files are copied as they are.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use memmap2::Mmap;
 use safetensors::tensor::{Dtype, View};
@@ -31,35 +31,38 @@ pub struct QuantizedWeight {
     pub tensor: Tensor,
 }
 
-static RECORDING: Mutex<Option<Vec<QuantizedWeight>>> = Mutex::new(None);
+thread_local! {
+    /// The weights quantized on this thread while a recording runs.
+    static RECORDING: RefCell<Option<Vec<QuantizedWeight>>> = const { RefCell::new(None) };
+}
 
 /// Runs `load` and returns, with its result, every float weight that
-/// [`Weights::get_linear`](crate::Weights::get_linear) quantized meanwhile. Models built into
-/// this process are seen; a plugin library carries its own copy of this crate, so its loads are
-/// not. Recordings run one at a time.
+/// [`Weights::get_linear`](crate::Weights::get_linear) quantized meanwhile on this thread (loads
+/// on other threads are not seen, nor a plugin library's models: a library carries its own copy
+/// of this crate).
 pub fn record_quantized<T>(load: impl FnOnce() -> T) -> (T, Vec<QuantizedWeight>) {
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    /// Stops the recording however `load` ends (a panic included).
-    struct Stop;
-    impl Drop for Stop {
+    /// Ends the recording however `load` ends (a panic included), restoring an outer one.
+    struct Restore(Option<Vec<QuantizedWeight>>);
+    impl Drop for Restore {
         fn drop(&mut self) {
-            RECORDING.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let outer = self.0.take();
+            RECORDING.with(|r| *r.borrow_mut() = outer);
         }
     }
-    *RECORDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
-    let stop = Stop;
+    let restore = Restore(RECORDING.with(|r| r.borrow_mut().replace(Vec::new())));
     let out = load();
-    let recorded = RECORDING.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
-    drop(stop);
+    let recorded = RECORDING.with(|r| r.borrow_mut().take()).unwrap_or_default();
+    drop(restore);
     (out, recorded)
 }
 
-/// Notes a weight quantized at load, when a recording runs.
+/// Notes a weight quantized at load, when a recording runs on this thread.
 pub(crate) fn note(file: &Path, name: &str, tensor: &Tensor) {
-    if let Some(list) = RECORDING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        list.push(QuantizedWeight { file: file.to_path_buf(), name: name.to_string(), tensor: tensor.clone() });
-    }
+    RECORDING.with(|r| {
+        if let Some(list) = r.borrow_mut().as_mut() {
+            list.push(QuantizedWeight { file: file.to_path_buf(), name: name.to_string(), tensor: tensor.clone() });
+        }
+    });
 }
 
 /// The quantized tensors a safetensors header lists under [`METADATA_KEY`]: name -> (format,
@@ -102,7 +105,9 @@ pub struct WrittenCheckpoint {
 }
 
 /// Copies the checkpoint directory `src` to `out` (a new or empty directory outside `src`), each
-/// safetensors file that holds one of `weights` rewritten with those tensors as blocks.
+/// safetensors file that holds one of `weights` rewritten with those tensors as blocks. The copy
+/// is made in a temporary folder beside `out` and takes its name when complete: a failed run
+/// leaves nothing behind.
 pub fn write_quantized(src: &Path, out: &Path, weights: &[QuantizedWeight]) -> Result<WrittenCheckpoint> {
     if weights.is_empty() {
         return Err(Error::invalid(format!(
@@ -114,36 +119,106 @@ pub fn write_quantized(src: &Path, out: &Path, weights: &[QuantizedWeight]) -> R
     if !src.is_dir() {
         return Err(Error::invalid(format!("{}: not a checkpoint directory", src.display())));
     }
+    check_source(&src)?;
     check_destination(&src, out)?;
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let mut by_file: HashMap<PathBuf, HashMap<&str, &Tensor>> = HashMap::new();
     for w in weights {
         let file = in_real_folder(&w.file)?;
         if !file.starts_with(&src) {
             return Err(Error::invalid(format!("{} is outside the checkpoint {}", file.display(), src.display())));
         }
-        by_file.entry(file).or_default().insert(&w.name, &w.tensor);
+        let known = by_file.entry(file).or_default();
+        if let Some(other) = known.insert(&w.name, &w.tensor) {
+            if other.dtype() != w.tensor.dtype() {
+                return Err(Error::invalid(format!(
+                    "`{}` was quantized twice, to {} and to {}",
+                    w.name,
+                    other.dtype(),
+                    w.tensor.dtype()
+                )));
+            }
+        }
     }
+    let staging = staging_dir(out)?;
+    let written = copy_into(&src, &staging, &by_file);
+    let finished = written.and_then(|done| {
+        let recorded: usize = by_file.values().map(HashMap::len).sum();
+        if done.quantized != recorded {
+            return Err(Error::invalid(format!(
+                "{recorded} weights were quantized but {} found in the checkpoint's files",
+                done.quantized
+            )));
+        }
+        if out.exists() {
+            std::fs::remove_dir(out).map_err(|e| Error::io(out, e))?;
+        }
+        std::fs::rename(&staging, out).map_err(|e| Error::io(out, e))?;
+        Ok(done)
+    });
+    if finished.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    finished
+}
+
+/// A new folder beside `out` to write the copy in.
+fn staging_dir(out: &Path) -> Result<PathBuf> {
+    let name = out.file_name().ok_or_else(|| Error::invalid(format!("{}: not a folder name", out.display())))?;
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let staging = parent.join(format!(".{}.partial-{}", name.to_string_lossy(), std::process::id()));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+    }
+    std::fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+    Ok(staging)
+}
+
+/// Every file of `src` into `dest`, the safetensors files holding recorded weights rewritten.
+fn copy_into(src: &Path, dest: &Path, by_file: &HashMap<PathBuf, HashMap<&str, &Tensor>>) -> Result<WrittenCheckpoint> {
     let mut done =
         WrittenCheckpoint { quantized: 0, source_bytes: 0, block_bytes: 0, copied_files: 0, rewritten_files: 0 };
-    for file in files_under(&src)? {
-        let rel = file.strip_prefix(&src).expect("listed under src");
-        let dest = out.join(rel);
-        if let Some(parent) = dest.parent() {
+    for file in files_under(src)? {
+        let rel = file.strip_prefix(src).expect("listed under src");
+        let to = dest.join(rel);
+        if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
         match by_file.get(&in_real_folder(&file)?) {
             Some(tensors) => {
-                rewrite(&file, &dest, tensors, &mut done)?;
+                rewrite(&file, &to, tensors, &mut done)?;
                 done.rewritten_files += 1;
             }
             None => {
-                std::fs::copy(&file, &dest).map_err(|e| Error::io(&file, e))?;
+                std::fs::copy(&file, &to).map_err(|e| Error::io(&file, e))?;
                 done.copied_files += 1;
             }
         }
     }
     Ok(done)
+}
+
+/// Refuses a checkpoint `infer quantize` already wrote (quantizing it again would leave its
+/// blocks as they are and only quantize float leftovers): callers check before loading.
+pub fn check_source(src: &Path) -> Result<()> {
+    for file in files_under(src)? {
+        if file.extension().is_none_or(|x| x != "safetensors") {
+            continue;
+        }
+        let f = std::fs::File::open(&file).map_err(|e| Error::io(&file, e))?;
+        // SAFETY: read-only mapping of a checkpoint file; only its header is read.
+        let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&file, e))?;
+        let listed = safetensors::SafeTensors::read_metadata(&map)
+            .ok()
+            .is_some_and(|(_, meta)| meta.metadata().as_ref().is_some_and(|m| m.contains_key(METADATA_KEY)));
+        if listed {
+            return Err(Error::invalid(format!(
+                "{}: already quantized (written by `infer quantize`): quantize the original checkpoint instead",
+                file.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses an output folder that has files in it or lies inside the checkpoint `src` (the copy
@@ -191,21 +266,30 @@ fn in_real_folder(file: &Path) -> Result<PathBuf> {
     Ok(parent.canonicalize().map_err(|e| Error::io(parent, e))?.join(name))
 }
 
-/// Every file under `dir`, recursively, in a stable order.
+/// Every file under `dir`, recursively, in a stable order (a linked folder once: links may loop).
 fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
-        .map(|e| e.map(|e| e.path()).map_err(|err| Error::io(dir, err)))
-        .collect::<Result<_>>()?;
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            out.extend(files_under(&p)?);
-        } else {
-            out.push(p);
+    fn walk(dir: &Path, seen: &mut Vec<PathBuf>, out: &mut Vec<PathBuf>) -> Result<()> {
+        let real = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
+        if seen.contains(&real) {
+            return Ok(());
         }
+        seen.push(real);
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir, e))?
+            .map(|e| e.map(|e| e.path()).map_err(|err| Error::io(dir, err)))
+            .collect::<Result<_>>()?;
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, seen, out)?;
+            } else {
+                out.push(p);
+            }
+        }
+        Ok(())
     }
+    let mut out = Vec::new();
+    walk(dir, &mut Vec::new(), &mut out)?;
     Ok(out)
 }
 
@@ -286,8 +370,7 @@ impl View for Either<'_> {
     }
 }
 
-/// Writes `dest`: the safetensors file `src` with `quantized` tensors replaced by their blocks
-/// (through a temporary file, renamed when complete).
+/// Writes `dest`: the safetensors file `src` with `quantized` tensors replaced by their blocks.
 fn rewrite(src: &Path, dest: &Path, quantized: &HashMap<&str, &Tensor>, done: &mut WrittenCheckpoint) -> Result<()> {
     let file = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
     // SAFETY: read-only mapping of a checkpoint not modified while it is copied (as for loading).
@@ -322,15 +405,13 @@ fn rewrite(src: &Path, dest: &Path, quantized: &HashMap<&str, &Tensor>, done: &m
     let mut metadata = meta.metadata().clone().unwrap_or_default();
     let json = serde_json::to_string(&listed).map_err(|e| Error::invalid(format!("{METADATA_KEY}: {e}")))?;
     metadata.insert(METADATA_KEY.to_string(), json);
-    let tmp = dest.with_extension("safetensors.partial");
-    safetensors::serialize_to_file(views, Some(metadata), &tmp)
-        .map_err(|e| Error::checkpoint(&tmp, format!("writing failed: {e}")))?;
-    check_complete(&tmp)?;
-    std::fs::rename(&tmp, dest).map_err(|e| Error::io(dest, e))
+    safetensors::serialize_to_file(views, Some(metadata), dest)
+        .map_err(|e| Error::checkpoint(dest, format!("writing failed: {e}")))?;
+    check_complete(dest)
 }
 
 /// A written file whose size is not what its header describes (a backend handed back fewer
-/// bytes than a tensor's blocks) is refused, and removed.
+/// bytes than a tensor's blocks) is refused.
 fn check_complete(path: &Path) -> Result<()> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     // SAFETY: read-only mapping of the file this process just wrote.
@@ -340,6 +421,5 @@ fn check_complete(path: &Path) -> Result<()> {
     if complete {
         return Ok(());
     }
-    let _ = std::fs::remove_file(path);
     Err(Error::checkpoint(path, "the written file does not match its header (a tensor's blocks came back short)"))
 }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use abi_stable::sabi_trait::TD_Opaque;
@@ -126,6 +127,8 @@ fn release_pages(map: &Mmap, start: usize, end: usize) {
 struct Store {
     files: Vec<(PathBuf, Backing)>,
     entries: HashMap<String, Entry>,
+    /// Whether a load asked for another block format than the stored one (said once).
+    warned_stored_quant: AtomicBool,
 }
 
 /// Maps the names a model asks for (Hugging Face style) to the names in the file.
@@ -160,7 +163,8 @@ impl Weights {
     }
 
     fn from_files(files: Vec<PathBuf>, backend: &Backend, dtype: DType) -> Result<Self> {
-        let mut store = Store { files: Vec::new(), entries: HashMap::new() };
+        let mut store =
+            Store { files: Vec::new(), entries: HashMap::new(), warned_stored_quant: AtomicBool::new(false) };
         for path in files {
             let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
             // SAFETY: the mapping is read-only; a checkpoint modified while loaded is undefined
@@ -193,7 +197,11 @@ impl Weights {
                 Entry { file: 0, dtype: t.dtype, shape: t.shape.clone(), start, end: start + t.bytes.len() },
             );
         }
-        let store = Store { files: vec![(file.path().to_path_buf(), Backing::Gguf(file))], entries };
+        let store = Store {
+            files: vec![(file.path().to_path_buf(), Backing::Gguf(file))],
+            entries,
+            warned_stored_quant: AtomicBool::new(false),
+        };
         Ok(Weights {
             store: Arc::new(store),
             backend: backend.clone(),
@@ -264,6 +272,15 @@ impl Weights {
         // is exact (bf16 or f16 stored, f32 compute; or stored as computed): the same blocks,
         // without a compute-dtype copy of the whole matrix first.
         let stored = self.store.entries.get(&self.full_name(name));
+        if let Some(e) = stored.filter(|e| e.dtype.is_quantized() && e.dtype != q) {
+            if !self.store.warned_stored_quant.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "{}: weights stored as {} are used as they are (not requantized to {q})",
+                    self.store.files[e.file].0.display(),
+                    e.dtype
+                );
+            }
+        }
         let t = match stored {
             Some(e)
                 if e.dtype.is_float() && (e.dtype == self.dtype || self.dtype == DType::F32) && e.shape == shape =>
@@ -472,8 +489,13 @@ fn index_file(path: &Path, bytes: &[u8], file: usize, out: &mut HashMap<String, 
                 "tensor `{name}` ends at byte {e} but the data section has {data_len} bytes (truncated file?)"
             )));
         }
-        let numel: usize = shape.iter().product();
-        if dtype.storage_bytes(numel) != e - s || (dtype.is_quantized() && !quantizable_shape(dtype, &shape)) {
+        // Shapes come from the file: sizes are computed without overflow.
+        let (per_block, block_bytes) = dtype.block();
+        let want = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .and_then(|n| n.div_ceil(per_block).checked_mul(block_bytes));
+        if want != Some(e - s) || (dtype.is_quantized() && !quantizable_shape(dtype, &shape)) {
             return Err(bad(format!("tensor `{name}`: {} bytes for shape {shape:?} {dtype}", e - s)));
         }
         out.insert(name, Entry { file, dtype, shape, start: data_start + s, end: data_start + e });

@@ -204,6 +204,13 @@ fn broken_quantized_checkpoints_are_named() {
             "`v` is listed as quantized but not stored",
         ),
         (r#"["w"]"#, safetensors::Dtype::U8, 68, "not a map of {dtype, shape}"),
+        // Sizes from the file must not overflow.
+        (
+            r#"{"w": {"dtype": "q8_0", "shape": [1152921504606846976, 64]}}"#,
+            safetensors::Dtype::U8,
+            68,
+            "68 bytes for shape",
+        ),
     ] {
         let dir = one_tensor(listed, dtype, bytes);
         let err = load_err(dir.path());
@@ -241,4 +248,17 @@ fn bad_destinations_and_empty_recordings_are_refused() {
     let (_, w) = record_quantized(|| registry.load_recognizer(&copied, &q8_0()).unwrap());
     let e = write_quantized(&copied, &copied.join("q8"), &w).unwrap_err().to_string();
     assert!(e.contains("inside the checkpoint"), "{e}");
+    // A failed write leaves nothing behind: a recorded weight the files do not hold.
+    let (_, mut w) = record_quantized(|| registry.load_recognizer(&src, &q8_0()).unwrap());
+    w[0].name.push_str(".missing");
+    let parent = tempfile::tempdir().unwrap();
+    let e = write_quantized(&src, &parent.path().join("out"), &w).unwrap_err().to_string();
+    assert!(e.contains("found in the checkpoint's files"), "{e}");
+    assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0, "nothing left behind");
+    // A copy is not a source.
+    let (_, w) = record_quantized(|| registry.load_recognizer(&src, &q8_0()).unwrap());
+    write_quantized(&src, &parent.path().join("copy"), &w).unwrap();
+    let copy = parent.path().join("copy");
+    let e = write_quantized(&copy, &parent.path().join("again"), &w).unwrap_err().to_string();
+    assert!(e.contains("already quantized"), "{e}");
 }

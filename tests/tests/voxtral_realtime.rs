@@ -193,6 +193,22 @@ fn interleaved_sessions_start_from_one_primed_state_and_stay_apart() {
     }
 }
 
+/// More delays than the recognizer keeps primed states for: sessions of each start, older states
+/// are forgotten (never the default delay's), and every delay still transcribes as before.
+#[test]
+fn many_delays_prime_and_forget_without_changing_transcripts() {
+    let g = goldens();
+    let audio = speech();
+    let model = load_direct(Setup::CandleBuiltIn, "hf");
+    for delay in [80, 160, 320, 400, 560, 640, 240] {
+        let s = model.session(&options(delay)).unwrap();
+        assert_eq!(s.delay_tokens(), delay as usize / 80);
+    }
+    for case in &g.cases {
+        assert_eq!(run(&model, case, &audio.samples, 1280).1, case.greedy, "delay {} ms", case.delay_ms);
+    }
+}
+
 #[test]
 fn the_plugin_path_transcribes_the_same_on_every_setup() {
     let g = goldens();

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use infer_core::checkpoint_info::{CheckpointFormat, CheckpointInfo};
-use infer_core::quantized_checkpoint::{check_destination, record_quantized, write_quantized};
+use infer_core::quantized_checkpoint::{check_destination, check_source, record_quantized, write_quantized};
 use infer_core::{DType, LoadConfig, ModelKind, Registry};
 
 #[derive(Args, Debug)]
@@ -32,19 +32,23 @@ pub fn run(registry: &Registry, args: QuantizeArgs) -> Result<()> {
     if info.format == CheckpointFormat::Gguf {
         bail!("{} is a GGUF file: its weights are quantized already", args.model.display());
     }
-    check_destination(&args.model, &args.out)?;
+    // The checkpoint folder (`--model` may name a file in it).
+    let src = &info.path;
+    check_source(src)?;
+    check_destination(src, &args.out)?;
     let kind = [ModelKind::SpeechSynthesis, ModelKind::SpeechRecognition]
         .into_iter()
         .find(|k| registry.model_plugin(*k, &info.model_type).is_ok());
-    // f32 compute: each weight is quantized from its stored floats (widening is exact), so the
-    // blocks are those a load at any compute dtype over a float copy of them would make.
+    // f32 compute: each weight is quantized from its stored floats (widening is exact): the
+    // blocks a load with --quant makes at f32, or at the stored dtype of a half-precision
+    // checkpoint (a load at bf16 over f32 weights quantizes bf16-rounded values instead).
     let cfg =
         LoadConfig { quant: Some(quant), backend: args.backend.clone(), dtype: Some(DType::F32), ..Default::default() };
     let started = Instant::now();
     let (loaded, weights) = record_quantized(|| -> Result<()> {
         match kind {
-            Some(ModelKind::SpeechSynthesis) => drop(registry.load_speech_model(&args.model, &cfg)?),
-            Some(_) => drop(registry.load_recognizer(&args.model, &cfg)?),
+            Some(ModelKind::SpeechSynthesis) => drop(registry.load_speech_model(src, &cfg)?),
+            Some(_) => drop(registry.load_recognizer(src, &cfg)?),
             None => bail!(
                 "`{}` is not a speech model: text models take quantized weights as GGUF files (llama.cpp's \
                  llama-quantize writes them); `infer quantize` writes speech checkpoints",
@@ -53,10 +57,10 @@ pub fn run(registry: &Registry, args: QuantizeArgs) -> Result<()> {
         }
         Ok(())
     });
-    loaded.with_context(|| format!("loading {} with --quant {quant}", args.model.display()))?;
+    loaded.with_context(|| format!("loading {} with --quant {quant}", src.display()))?;
     let quantized_s = started.elapsed().as_secs_f64();
     eprintln!("quantized {} weights to {quant} in {quantized_s:.1} s; writing {}", weights.len(), args.out.display());
-    let written = write_quantized(&args.model, &args.out, &weights)?;
+    let written = write_quantized(src, &args.out, &weights)?;
     let gb = |b: u64| b as f64 / 1e9;
     eprintln!(
         "wrote {} in {:.1} s: {} weights {:.2} GB -> {:.2} GB as {quant} ({} safetensors files rewritten, {} files copied); \

@@ -119,12 +119,13 @@ impl LayerCache {
         *self = LayerCache { dtype: self.dtype, ..LayerCache::new(self.window) };
     }
 
-    /// A copy with buffers of its own: appends write in place, so a plain clone would share
-    /// them (a snapshot that several sequences start from must be detached for each).
+    /// A copy with buffers of its own, as large as its positions: appends write in place, so a
+    /// plain clone would share them (a snapshot that several sequences start from is detached
+    /// to be kept, and again for each sequence; the first append makes room).
     pub fn detached(&self) -> Result<Self> {
         let mut copy = self.clone();
         if let ROption::RSome(k) = &self.k {
-            copy.relocate(k, k.dim(2))?;
+            copy.relocate(k, self.len.max(1))?;
         }
         Ok(copy)
     }

@@ -36,20 +36,38 @@ pub struct VoxtralModel {
     pub(crate) bos: u32,
     pub(crate) eos: u32,
     pub(crate) streaming_pad: u32,
-    /// Each delay's sessions' common start ([`Primed`]), made once.
-    primed: Mutex<HashMap<usize, Arc<Primed>>>,
+    /// Each delay's sessions' common start ([`Primed`]), made on first use; at most
+    /// [`PRIMED_DELAYS`] kept.
+    primed: Mutex<HashMap<usize, PrimedSlot>>,
 }
 
+/// One delay's primed state, once made (locked while it is made: only that delay's sessions wait).
+type PrimedSlot = Arc<Mutex<Option<Arc<Primed>>>>;
+
+/// Delays whose primed state is kept (~35 MB each for the 4B model in bf16); the default delay's
+/// always is.
+const PRIMED_DELAYS: usize = 4;
+
 impl VoxtralModel {
-    /// The state every session of `delay_tokens` starts from (computed on first use).
+    /// The state every session of `delay_tokens` starts from.
     pub fn primed(&self, delay_tokens: usize) -> Result<Arc<Primed>> {
-        // Held while computing: a second session of the same delay waits instead of redoing it.
-        let mut known = self.primed.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = known.get(&delay_tokens) {
+        let slot = {
+            let mut slots = self.primed.lock().unwrap_or_else(|e| e.into_inner());
+            if !slots.contains_key(&delay_tokens) && slots.len() >= PRIMED_DELAYS {
+                // Sessions hold copies of what they started from: forgetting one costs only time.
+                let default = self.stream.delay_tokens(self.stream.default_delay_ms);
+                if let Some(k) = slots.keys().copied().find(|&k| k != default) {
+                    slots.remove(&k);
+                }
+            }
+            slots.entry(delay_tokens).or_default().clone()
+        };
+        let mut made = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = made.as_ref() {
             return Ok(p.clone());
         }
         let p = Arc::new(Primed::compute(self, delay_tokens)?);
-        known.insert(delay_tokens, p.clone());
+        *made = Some(p.clone());
         Ok(p)
     }
 }

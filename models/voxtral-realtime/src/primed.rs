@@ -63,6 +63,8 @@ impl Primed {
         let f32s = |t: &Tensor| t.to_dtype(DType::F32)?.to_vec_f32();
         let (encoder_out, projector) = (f32s(&encoded)?, f32s(&audio)?);
         tracing::debug!(tokens, delay_tokens, seconds = started.elapsed().as_secs_f64(), "voxtral-realtime primed");
+        // Kept compact (the buffers' spare room would be most of it).
+        let (encoder, cache) = (encoder.detached()?, cache.detached()?);
         Ok(Primed { tokens, encoder, cache, mel, encoder_out, projector })
     }
 }
