@@ -195,7 +195,40 @@ fn copy_into(src: &Path, dest: &Path, by_file: &HashMap<PathBuf, HashMap<&str, &
             }
         }
     }
+    for index in files_under(dest)?.into_iter().filter(|f| f.to_string_lossy().ends_with(".safetensors.index.json")) {
+        update_total_size(&index)?;
+    }
     Ok(done)
+}
+
+/// A sharded checkpoint's index (`weight_map` from tensor to file) with `metadata.total_size`,
+/// the tensors' bytes, recomputed for the copy's shards (its names and files are unchanged).
+fn update_total_size(index: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(index).map_err(|e| Error::io(index, e))?;
+    let mut v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::checkpoint(index, format!("invalid JSON: {e}")))?;
+    let mut shards: Vec<String> = match v.get("weight_map").and_then(|m| m.as_object()) {
+        Some(map) => map.values().filter_map(|f| f.as_str().map(String::from)).collect(),
+        None => return Ok(()),
+    };
+    shards.sort();
+    shards.dedup();
+    let folder = index.parent().unwrap_or(Path::new("."));
+    let mut total = 0u64;
+    for shard in &shards {
+        let path = folder.join(shard);
+        let f = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+        // SAFETY: read-only mapping of a file this process wrote or copied.
+        let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&path, e))?;
+        let (_, meta) = safetensors::SafeTensors::read_metadata(&map)
+            .map_err(|e| Error::checkpoint(&path, format!("not a valid safetensors file ({e})")))?;
+        total += meta.data_len() as u64;
+    }
+    if let Some(meta) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.insert("total_size".into(), total.into());
+    }
+    let text = serde_json::to_string_pretty(&v).map_err(|e| Error::invalid(format!("{}: {e}", index.display())))?;
+    std::fs::write(index, text).map_err(|e| Error::io(index, e))
 }
 
 /// Refuses a checkpoint `infer quantize` already wrote (quantizing it again would leave its

@@ -91,6 +91,56 @@ fn a_snapshot_of_linked_blobs_is_copied_under_its_names() {
     assert_same_files_and_float_tensors(&snapshot, &copy);
 }
 
+/// A sharded checkpoint (two files and `model.safetensors.index.json`): each shard holding
+/// recorded weights is rewritten, the index keeps its map and gets the copy's `total_size`, and
+/// the copy transcribes as quantizing at load does.
+#[test]
+fn a_sharded_checkpoint_is_quantized_shard_by_shard() {
+    let registry = Registry::builtin().unwrap();
+    let src = fixture("voxtral-realtime/hf");
+    let tmp = tempfile::tempdir().unwrap();
+    let sharded = tmp.path().join("sharded");
+    std::fs::create_dir_all(&sharded).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "safetensors") {
+            std::fs::copy(&p, sharded.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    let bytes = std::fs::read(src.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut names = st.names();
+    names.sort();
+    let (first, second) = names.split_at(names.len() / 2);
+    let mut map = serde_json::Map::new();
+    for (file, part) in [("model-00001-of-00002.safetensors", first), ("model-00002-of-00002.safetensors", second)] {
+        let views: Vec<_> = part.iter().map(|n| (n.to_string(), st.tensor(n).unwrap())).collect();
+        safetensors::serialize_to_file(views, None, &sharded.join(file)).unwrap();
+        part.iter().for_each(|n| drop(map.insert(n.to_string(), file.into())));
+    }
+    let index = serde_json::json!({"metadata": {"total_size": 1}, "weight_map": map});
+    std::fs::write(sharded.join("model.safetensors.index.json"), index.to_string()).unwrap();
+    let (at_load, _out_tmp, copy) = quantized_copy(&sharded, || registry.load_recognizer(&sharded, &q8_0()).unwrap());
+    let audio = infer_core::audio_io::read_audio(fixture("voxtral-realtime/speech_16k.wav")).unwrap().audio;
+    let options = infer_core::audio::RecognitionOptions::default();
+    let mapped = registry.load_recognizer(&copy, &LoadConfig::default()).unwrap();
+    assert_eq!(
+        mapped.transcribe(&audio, &options).unwrap().tokens,
+        at_load.transcribe(&audio, &options).unwrap().tokens
+    );
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(copy.join("model.safetensors.index.json")).unwrap()).unwrap();
+    assert_eq!(index["weight_map"], serde_json::Value::Object(map));
+    let data_bytes: u64 = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+        .iter()
+        .map(|f| {
+            let b = std::fs::read(copy.join(f)).unwrap();
+            safetensors::SafeTensors::read_metadata(&b).unwrap().1.data_len() as u64
+        })
+        .sum();
+    assert_eq!(index["metadata"]["total_size"], data_bytes);
+}
+
 fn first_voice() -> String {
     let g: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture("voxtral-tts/small/goldens.json")).unwrap()).unwrap();
