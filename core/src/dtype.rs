@@ -61,6 +61,13 @@ impl DType {
         elements.div_ceil(per_block) * bytes
     }
 
+    /// [`DType::storage_bytes`] of a tensor of `shape`, `None` where the size overflows (shapes
+    /// read from a file).
+    pub fn checked_storage_bytes(self, shape: &[usize]) -> Option<usize> {
+        let (per_block, bytes) = self.block();
+        shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))?.div_ceil(per_block).checked_mul(bytes)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",

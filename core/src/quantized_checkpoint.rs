@@ -217,9 +217,7 @@ fn update_total_size(index: &Path) -> Result<()> {
     let mut total = 0u64;
     for shard in &shards {
         let path = folder.join(shard);
-        let f = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
-        // SAFETY: read-only mapping of a file this process wrote or copied.
-        let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&path, e))?;
+        let map = map_file(&path)?;
         let (_, meta) = safetensors::SafeTensors::read_metadata(&map)
             .map_err(|e| Error::checkpoint(&path, format!("not a valid safetensors file ({e})")))?;
         total += meta.data_len() as u64;
@@ -238,9 +236,7 @@ pub fn check_source(src: &Path) -> Result<()> {
         if file.extension().is_none_or(|x| x != "safetensors") {
             continue;
         }
-        let f = std::fs::File::open(&file).map_err(|e| Error::io(&file, e))?;
-        // SAFETY: read-only mapping of a checkpoint file; only its header is read.
-        let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&file, e))?;
+        let map = map_file(&file)?;
         let listed = safetensors::SafeTensors::read_metadata(&map)
             .ok()
             .is_some_and(|(_, meta)| meta.metadata().as_ref().is_some_and(|m| m.contains_key(METADATA_KEY)));
@@ -326,14 +322,20 @@ fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// A tensor of the source file, copied as stored.
-struct Stored<'a> {
+/// A tensor of the written file: the source's bytes as stored, or a recorded weight's blocks as
+/// one `U8` row (read from the backend when written).
+struct Written<'a> {
     dtype: Dtype,
     shape: Vec<usize>,
-    bytes: &'a [u8],
+    data: Data<'a>,
 }
 
-impl View for Stored<'_> {
+enum Data<'a> {
+    Stored(&'a [u8]),
+    Blocks { tensor: &'a Tensor, len: usize },
+}
+
+impl View for Written<'_> {
     fn dtype(&self) -> Dtype {
         self.dtype
     }
@@ -341,73 +343,32 @@ impl View for Stored<'_> {
         &self.shape
     }
     fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(self.bytes)
-    }
-    fn data_len(&self) -> usize {
-        self.bytes.len()
-    }
-}
-
-/// A quantized weight: its blocks as one `U8` row, read from the backend when written.
-struct Blocks<'a> {
-    tensor: &'a Tensor,
-    shape: [usize; 1],
-}
-
-impl View for Blocks<'_> {
-    fn dtype(&self) -> Dtype {
-        Dtype::U8
-    }
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-    fn data(&self) -> Cow<'_, [u8]> {
-        // `data_len` fixed the length; a backend that failed to hand the bytes back would leave
-        // a short tensor, which the writer refuses, so this cannot write a wrong file.
-        Cow::Owned(self.tensor.to_bytes().unwrap_or_default())
-    }
-    fn data_len(&self) -> usize {
-        self.shape[0]
-    }
-}
-
-enum Either<'a> {
-    Stored(Stored<'a>),
-    Blocks(Blocks<'a>),
-}
-
-impl View for Either<'_> {
-    fn dtype(&self) -> Dtype {
-        match self {
-            Either::Stored(s) => s.dtype(),
-            Either::Blocks(b) => b.dtype(),
-        }
-    }
-    fn shape(&self) -> &[usize] {
-        match self {
-            Either::Stored(s) => s.shape(),
-            Either::Blocks(b) => b.shape(),
-        }
-    }
-    fn data(&self) -> Cow<'_, [u8]> {
-        match self {
-            Either::Stored(s) => s.data(),
-            Either::Blocks(b) => b.data(),
+        match self.data {
+            Data::Stored(bytes) => Cow::Borrowed(bytes),
+            // `data_len` fixed the length; a backend that failed to hand the bytes back would
+            // leave a short tensor, which `check_complete` refuses: no wrong file is kept.
+            Data::Blocks { tensor, .. } => Cow::Owned(tensor.to_bytes().unwrap_or_default()),
         }
     }
     fn data_len(&self) -> usize {
-        match self {
-            Either::Stored(s) => s.data_len(),
-            Either::Blocks(b) => b.data_len(),
+        match self.data {
+            Data::Stored(bytes) => bytes.len(),
+            Data::Blocks { len, .. } => len,
         }
     }
+}
+
+/// `path` mapped read-only (its header is read through it, and copied tensors from it).
+fn map_file(path: &Path) -> Result<Mmap> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: read-only mapping of a checkpoint file not modified while it is read (as for
+    // loading), or of a file this process wrote.
+    unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))
 }
 
 /// Writes `dest`: the safetensors file `src` with `quantized` tensors replaced by their blocks.
 fn rewrite(src: &Path, dest: &Path, quantized: &HashMap<&str, &Tensor>, done: &mut WrittenCheckpoint) -> Result<()> {
-    let file = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
-    // SAFETY: read-only mapping of a checkpoint not modified while it is copied (as for loading).
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(src, e))?;
+    let map = map_file(src)?;
     let bad = |m: String| Error::checkpoint(src, m);
     let (header_len, meta) = safetensors::SafeTensors::read_metadata(&map)
         .map_err(|e| bad(format!("not a valid safetensors file ({e})")))?;
@@ -421,7 +382,7 @@ fn rewrite(src: &Path, dest: &Path, quantized: &HashMap<&str, &Tensor>, done: &m
         let (s, e) = info.data_offsets;
         let bytes = data.get(s..e).ok_or_else(|| bad(format!("tensor `{name}` lies outside the file (truncated?)")))?;
         let Some(t) = quantized.get(name.as_str()) else {
-            views.push((name, Either::Stored(Stored { dtype: info.dtype, shape: info.shape.clone(), bytes })));
+            views.push((name, Written { dtype: info.dtype, shape: info.shape.clone(), data: Data::Stored(bytes) }));
             continue;
         };
         let (dtype, shape) = (t.dtype(), t.dims().to_vec());
@@ -433,7 +394,7 @@ fn rewrite(src: &Path, dest: &Path, quantized: &HashMap<&str, &Tensor>, done: &m
         done.source_bytes += bytes.len() as u64;
         done.block_bytes += len as u64;
         listed.insert(name.clone(), ListedTensor { dtype: dtype.name().to_string(), shape });
-        views.push((name, Either::Blocks(Blocks { tensor: t, shape: [len] })));
+        views.push((name, Written { dtype: Dtype::U8, shape: vec![len], data: Data::Blocks { tensor: t, len } }));
     }
     let mut metadata = meta.metadata().clone().unwrap_or_default();
     let json = serde_json::to_string(&listed).map_err(|e| Error::invalid(format!("{METADATA_KEY}: {e}")))?;
@@ -446,9 +407,7 @@ fn rewrite(src: &Path, dest: &Path, quantized: &HashMap<&str, &Tensor>, done: &m
 /// A written file whose size is not what its header describes (a backend handed back fewer
 /// bytes than a tensor's blocks) is refused.
 fn check_complete(path: &Path) -> Result<()> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    // SAFETY: read-only mapping of the file this process just wrote.
-    let bytes = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let bytes = map_file(path)?;
     let complete = safetensors::SafeTensors::read_metadata(&bytes)
         .is_ok_and(|(header_len, meta)| 8 + header_len + meta.data_len() == bytes.len());
     if complete {

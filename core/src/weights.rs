@@ -490,12 +490,9 @@ fn index_file(path: &Path, bytes: &[u8], file: usize, out: &mut HashMap<String, 
             )));
         }
         // Shapes come from the file: sizes are computed without overflow.
-        let (per_block, block_bytes) = dtype.block();
-        let want = shape
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .and_then(|n| n.div_ceil(per_block).checked_mul(block_bytes));
-        if want != Some(e - s) || (dtype.is_quantized() && !quantizable_shape(dtype, &shape)) {
+        if dtype.checked_storage_bytes(&shape) != Some(e - s)
+            || (dtype.is_quantized() && !quantizable_shape(dtype, &shape))
+        {
             return Err(bad(format!("tensor `{name}`: {} bytes for shape {shape:?} {dtype}", e - s)));
         }
         out.insert(name, Entry { file, dtype, shape, start: data_start + s, end: data_start + e });
