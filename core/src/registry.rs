@@ -322,7 +322,10 @@ impl Registry {
         }
         let ckpt = CheckpointInfo::inspect(path)?;
         let entry = self.model_plugin(ModelKind::Text, &ckpt.model_type)?;
+        // Tokenizer and sampling defaults first: their metadata parses are freed before the
+        // weights load, not stacked on them at the peak.
         let tokenizer = ckpt.tokenizer()?;
+        let sampling = ckpt.sampling_defaults()?;
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
         let options = load_options(cfg);
         // The text models load GGUF files already quantized; none quantizes at load yet.
@@ -333,10 +336,11 @@ impl Registry {
         let chat_template = chat_template_override(cfg, &ckpt, tokenizer.as_ref())?;
         let mut engine = LlmEngine::new(lm, Arc::from(tokenizer), backend, &ckpt.model_type, cfg.context_len, add_bos)
             .with_kv_dtype(cfg.kv_dtype)?
-            .with_sampling_defaults(ckpt.sampling_defaults()?);
+            .with_sampling_defaults(sampling);
         if let Some((template, origin)) = chat_template {
             engine = engine.with_chat_template(template, origin);
         }
+        crate::process_memory::release_free_heap();
         Ok(Box::new(engine))
     }
 }

@@ -24,8 +24,10 @@ struct Entry {
 }
 
 enum Backing {
+    /// A safetensors file.
     Mmap(Arc<Mmap>),
-    Gguf(Arc<GgufFile>),
+    /// A GGUF file's mapping (its metadata is dropped after loading).
+    Gguf(Arc<Mmap>),
 }
 
 /// A mapped safetensors file as [`SharedBytes`]: tensors handed over this way may stay in the
@@ -39,31 +41,20 @@ impl SharedBytesImpl for MmapBytes {
     }
 }
 
-/// A GGUF file's data as [`SharedBytes`]: quantized tensors handed over this way can stay in the
-/// mapped file pages (resident once, never copied).
-#[derive(Clone)]
-struct GgufBytes(Arc<GgufFile>);
-
-impl SharedBytesImpl for GgufBytes {
-    fn bytes(&self) -> RSlice<'_, u8> {
-        self.0.data().into()
-    }
-}
-
 impl Backing {
     fn data(&self) -> &[u8] {
+        self.map()
+    }
+
+    fn map(&self) -> &Arc<Mmap> {
         match self {
-            Backing::Mmap(m) => m,
-            Backing::Gguf(g) => g.data(),
+            Backing::Mmap(m) | Backing::Gguf(m) => m,
         }
     }
 
     /// The whole file as bytes a backend may keep (ranges are relative to [`Backing::data`]).
     fn shared(&self) -> SharedBytes {
-        match self {
-            Backing::Mmap(m) => SharedBytesImpl_TO::from_ptr(RArc::new(MmapBytes(m.clone())), TD_Opaque),
-            Backing::Gguf(g) => SharedBytesImpl_TO::from_ptr(RArc::new(GgufBytes(g.clone())), TD_Opaque),
-        }
+        SharedBytesImpl_TO::from_ptr(RArc::new(MmapBytes(self.map().clone())), TD_Opaque)
     }
 
     /// Entry `e` through `from_shared`. A backend that kept the file's bytes (it holds another
@@ -83,20 +74,14 @@ impl Backing {
 
     /// Handles on the mapping alive now (this store's, and those backends kept).
     fn holders(&self) -> usize {
-        match self {
-            Backing::Mmap(m) => Arc::strong_count(m),
-            Backing::Gguf(g) => Arc::strong_count(g),
-        }
+        Arc::strong_count(self.map())
     }
 
     /// Maps the pages of `start..end` in one call (best effort: older kernels lack
     /// `MADV_POPULATE_READ`): page by page, the first product over weights left in place took
     /// several times longer where page faults are expensive.
     fn prefault(&self, start: usize, end: usize) {
-        let map = match self {
-            Backing::Mmap(m) => &**m,
-            Backing::Gguf(g) => g.mmap(),
-        };
+        let map = self.map();
         #[cfg(target_os = "linux")]
         let _ = map.advise_range(memmap2::Advice::PopulateRead, start, end - start);
         let _ = (map, start, end);
@@ -105,11 +90,7 @@ impl Backing {
     /// Drops the mapped pages of a range the backend has copied, so a loaded model is not
     /// resident twice (file pages + backend copy).
     fn release(&self, start: usize, end: usize) {
-        let map = match self {
-            Backing::Mmap(m) => m,
-            Backing::Gguf(g) => g.mmap(),
-        };
-        release_pages(map, start, end);
+        release_pages(self.map(), start, end);
     }
 }
 
@@ -198,7 +179,7 @@ impl Weights {
             );
         }
         let store = Store {
-            files: vec![(file.path().to_path_buf(), Backing::Gguf(file))],
+            files: vec![(file.path().to_path_buf(), Backing::Gguf(file.shared_map()))],
             entries,
             warned_stored_quant: AtomicBool::new(false),
         };

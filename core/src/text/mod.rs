@@ -11,6 +11,7 @@ pub mod generation_defaults;
 pub mod gguf_tokenizer;
 pub mod kv_cache;
 pub mod model;
+pub mod piece_table;
 pub mod sampling;
 pub mod sequence_batch;
 pub mod spm;

@@ -10,18 +10,18 @@ use std::collections::{BinaryHeap, HashMap};
 use aho_corasick::{AhoCorasick, MatchKind};
 
 use crate::text::chat_template::ChatTemplate;
+use crate::text::piece_table::PieceTable;
 use crate::text::tokenizer::{SpecialTokens, Tokenizer};
 use crate::{Error, Result};
 
 const SPACE: &str = "\u{2581}";
 
 pub struct SpmModel {
-    pieces: Vec<String>,
+    pieces: PieceTable,
     scores: Vec<f32>,
     /// Pieces that are bytes (`<0x0A>`), by byte value.
     byte_ids: [Option<u32>; 256],
     byte_of: HashMap<u32, u8>,
-    ids: HashMap<String, u32>,
     /// Control / user-defined pieces matched verbatim in input text.
     specials: Option<(AhoCorasick, Vec<u32>)>,
     special_ids: Vec<bool>,
@@ -66,7 +66,6 @@ impl SpmModel {
         if scores.len() != pieces.len() {
             return Err(Error::Tokenizer(format!("{} pieces but {} scores", pieces.len(), scores.len())));
         }
-        let ids: HashMap<String, u32> = pieces.iter().enumerate().map(|(i, p)| (p.clone(), i as u32)).collect();
         let mut byte_ids = [None; 256];
         for (i, p) in pieces.iter().enumerate() {
             if let Some(hex) = p.strip_prefix("<0x").and_then(|h| h.strip_suffix('>')) {
@@ -92,7 +91,8 @@ impl SpmModel {
                 .map_err(|e| Error::Tokenizer(format!("special token matcher: {e}")))?;
             Some((ac, special.into_iter().map(|(_, id)| id).collect()))
         };
-        Ok(SpmModel { pieces, scores, byte_ids, byte_of, ids, specials, special_ids, add_space_prefix })
+        let pieces = PieceTable::new(&pieces)?;
+        Ok(SpmModel { pieces, scores, byte_ids, byte_of, specials, special_ids, add_space_prefix })
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -100,11 +100,11 @@ impl SpmModel {
     }
 
     pub fn piece(&self, id: u32) -> Option<&str> {
-        self.pieces.get(id as usize).map(String::as_str)
+        self.pieces.piece(id)
     }
 
     pub fn id(&self, piece: &str) -> Option<u32> {
-        self.ids.get(piece).copied()
+        self.pieces.id(piece)
     }
 
     pub fn encode(&self, text: &str) -> Vec<u32> {
@@ -159,7 +159,7 @@ impl SpmModel {
         let try_pair = |heap: &mut BinaryHeap<Bigram>, symbols: &[Symbol], left: usize| {
             let Some(right) = symbols[left].next else { return };
             let (s, e) = (symbols[left].start, symbols[right].start + symbols[right].len);
-            if let Some(&id) = self.ids.get(&text[s..e]) {
+            if let Some(id) = self.pieces.id(&text[s..e]) {
                 heap.push(Bigram { left, score: self.scores[id as usize], len: e - s });
             }
         };
@@ -195,8 +195,8 @@ impl SpmModel {
     /// A final symbol: a merged piece (always in the vocabulary) or one character, which is
     /// written as its bytes when it is no piece.
     fn emit(&self, symbol: &str, out: &mut Vec<u32>) {
-        match self.ids.get(symbol) {
-            Some(&id) => out.push(id),
+        match self.pieces.id(symbol) {
+            Some(id) => out.push(id),
             None => out.extend(symbol.bytes().filter_map(|b| self.byte_ids[b as usize])),
         }
     }

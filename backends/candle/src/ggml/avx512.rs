@@ -13,13 +13,15 @@
 use std::arch::x86_64::*;
 
 use super::act::ActRow;
-use super::avx2::{hsum, hsums, last_f16, prefetch_next_group, q4k_scales_mins, tile_rows, Q6K_SCALE_PAIRS};
+use super::avx2::{hsum, hsums, last_f16, prefetch_group_stream, q4k_scales_mins, tile_rows, Q6K_SCALE_PAIRS};
 
 /// How far ahead of the block being read a single row is prefetched, in bytes (see `avx2`).
-/// Groups of rows prefetch the next group instead (`avx2::prefetch_next_group`): on AMD Zen 4
+/// Groups of rows prefetch their stream instead (`avx2::prefetch_group_stream`): on AMD Zen 4
 /// the per-row prefetch left the 4-row Q8_0 walk at 9.3 GB/s on one thread (the read
-/// bandwidth: 24), the next group's stream reaches 22–29; Gemma 3 decode +37%, Qwen2.5 +55%.
-const PREFETCH: usize = 2048;
+/// bandwidth: 24), the group stream reaches 22–29; Gemma 3 decode +37%, Qwen2.5 +55%. One row at
+/// a time (the Q6_K decode kernel) reads a single stream: 8 KB ahead took it from 35 to 45 GB/s
+/// on Zen 5, against 2 KB (the AVX2 kernels' distance).
+const PREFETCH: usize = 8192;
 
 /// The sums of a row pair's accumulator: [`hsum`] of its low and of its high 8 lanes.
 #[inline]
@@ -53,39 +55,69 @@ unsafe fn unpack_two(b0: *const u8, b1: *const u8) -> (__m512i, __m128) {
     (q, _mm_cvtph_ps(_mm_cvtsi32_si128(dw as i32)))
 }
 
-/// `R` (even) Q5_0 rows dotted with one activation row, any block count. Rows 2p and 2p + 1
-/// share a register, block b of each in one half, so each half accumulates block after block as
-/// the 8 lanes of `avx2::dot_q5_0_rows` do: the same lane sums and f32 operations in the same
-/// order (bit-identical), and one 512-bit multiply-add per block pair, where two blocks of one
-/// row per register need an extract and two broadcasts to keep that order.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+/// `R` (even, at most 4) Q5_0 rows dotted with one activation row (decode), any block count:
+/// bit for bit `avx2::dot_q5_0_rows`. Rows 2p and 2p + 1 share a register as four 128-bit lanes:
+/// [row 2p's values 0..16, row 2p + 1's 0..16, row 2p's 16..32, row 2p + 1's 16..32], which is
+/// each block's 16 packed bytes as stored, both rows' in one 256-bit load pair, and the same
+/// bytes shifted by 4 (one shift for both rows); the activations are laid out once per block to
+/// match. Each i32 lane then sums the four products an AVX2 lane sums and accumulates in f32 as
+/// that lane does; the lanes are put back in AVX2 order for the final sums. Against keeping each
+/// row's 32 values in one half (two shifts and three inserts per pair) this is a third fewer
+/// vector operations per block pair: the kernel is bound by them, not by memory.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
 pub unsafe fn dot_q5_0_row_pairs<const R: usize>(w: *const u8, row_bytes: usize, x: &ActRow) -> [f32; R] {
-    debug_assert!(R.is_multiple_of(2));
+    debug_assert!(R.is_multiple_of(2) && R <= 4);
     let nb = row_bytes / 22;
     let (xq, xd) = (x.q.as_ptr(), x.d.as_ptr());
-    let (zero, sixteen) = (_mm512_setzero_si512(), _mm512_set1_epi8(16));
-    // Scale lane 0 into lanes 0..8, lane 1 into 8..16.
-    let halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    let (zero, sixteen, low4) = (_mm512_setzero_si512(), _mm512_set1_epi8(16), _mm512_set1_epi8(0x0F));
+    // Per pair p: row 2p's scale (lane 2p of the block's R scales) into its lanes, row 2p + 1's
+    // into the others.
+    let scale_lanes: [__m512i; R] = std::array::from_fn(|p| {
+        let (a, b) = (2 * p as i32, 2 * p as i32 + 1);
+        _mm512_setr_epi32(a, a, a, a, b, b, b, b, a, a, a, a, b, b, b, b)
+    });
+    // The accumulators' lanes in AVX2 order: row 2p's eight, then row 2p + 1's.
+    let avx2_order = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
     // The row pairs' accumulators are the first R / 2.
     let mut acc = [_mm512_setzero_ps(); R];
     for b in 0..nb {
-        let xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(xq.add(b * 32) as *const __m256i));
+        // [x 0..16, x 0..16, x 16..32, x 16..32].
+        let x32 = _mm512_castsi256_si512(_mm256_loadu_si256(xq.add(b * 32) as *const __m256i));
+        let xv = _mm512_shuffle_i64x2::<0x50>(x32, x32);
         // Σ (q - 16) x = Σ q x - 16 Σ x per lane of four values: the products accumulate onto
         // -16 Σ x (as the AVX2 kernel's difference, exactly).
         let neg_offset = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, sixteen, xv));
-        let dx = _mm_set1_ps(*xd.add(b));
-        prefetch_next_group(w, R * row_bytes, R * 22, b);
+        prefetch_group_stream(w, R * row_bytes, R * 22, b);
+        // The R rows' scales times the activations' (the AVX2 kernel's f32 product per row).
+        let mut halves = 0u64;
+        for r in 0..R {
+            halves |= ((w.add(r * row_bytes + b * 22) as *const u16).read_unaligned() as u64) << (16 * r);
+        }
+        let d =
+            _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(halves as i64)), _mm_set1_ps(*xd.add(b))));
         for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
             let b0 = w.add(2 * p * row_bytes + b * 22);
             let b1 = b0.add(row_bytes);
-            let (q, dw) = unpack_two(b0, b1);
-            let d = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_mul_ps(dw, dx)));
-            *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg_offset, q, xv)), *acc);
+            let packed = _mm256_inserti128_si256::<1>(
+                _mm256_castsi128_si256(_mm_loadu_si128(b0.add(6) as *const __m128i)),
+                _mm_loadu_si128(b1.add(6) as *const __m128i),
+            );
+            // Both rows' bytes twice, the second copy shifted to its high nibbles.
+            let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(packed), packed);
+            let shifted = _mm512_mask_srli_epi16(both, 0xFFFF_0000, both, 4);
+            // Fifth bits: each row's bits 0..16 go with its low lane, 16..32 with its high one.
+            let (h0, h1) = ((b0.add(2) as *const u32).read_unaligned(), (b1.add(2) as *const u32).read_unaligned());
+            let high = _pdep_u64(h0 as u64, 0x0000_FFFF_0000_FFFF) | _pdep_u64(h1 as u64, 0xFFFF_0000_FFFF_0000);
+            let fifth = _mm512_maskz_mov_epi8(_cvtu64_mask64(high), sixteen);
+            // (nibble & 0x0F) | fifth, in one operation.
+            let q = _mm512_ternarylogic_epi32::<0xEA>(shifted, low4, fifth);
+            let sum = _mm512_dpbusd_epi32(neg_offset, q, xv);
+            *acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(scale_lanes[p], d), _mm512_cvtepi32_ps(sum), *acc);
         }
     }
     let mut out = [0f32; R];
     for p in 0..R / 2 {
-        [out[2 * p], out[2 * p + 1]] = pair_sums(acc[p]);
+        [out[2 * p], out[2 * p + 1]] = pair_sums(_mm512_permutexvar_ps(avx2_order, acc[p]));
     }
     out
 }
@@ -137,7 +169,7 @@ pub unsafe fn tile_q4k_pairs<const R: usize, const C: usize>(
     let mut acc = [[_mm512_setzero_ps(); C]; R];
     let mut acc_min = [[_mm256_setzero_ps(); C]; R];
     for b in 0..nb {
-        prefetch_next_group(w, R * row_bytes, R * 144, b);
+        prefetch_group_stream(w, R * row_bytes, R * 144, b);
         // Per activation row: sums of 32 activations per sub-block (in both halves), its scale.
         let mut pairs = [_mm256_setzero_si256(); C];
         let mut dx = [_mm_setzero_ps(); C];
@@ -256,7 +288,7 @@ pub unsafe fn tile_q5_0_pairs<const R: usize, const C: usize>(
     // The row pairs' accumulators are the first R / 2.
     let mut acc = [[_mm512_setzero_ps(); C]; R];
     for b in 0..nb {
-        prefetch_next_group(w, R * row_bytes, R * 22, b);
+        prefetch_group_stream(w, R * row_bytes, R * 22, b);
         let mut xv = [zero; C];
         let mut neg_offset = [zero; C];
         let mut dx = [_mm512_setzero_ps(); C];
@@ -332,7 +364,7 @@ pub unsafe fn dot_q8_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
         let neg_offset = _mm512_sub_epi32(_mm512_setzero_si512(), offset);
         let dx = _mm512_set1_ps(*xd.add(b));
         if R >= 2 {
-            prefetch_next_group(w, R * row_bytes, R * 34, b);
+            prefetch_group_stream(w, R * row_bytes, R * 34, b);
         }
         for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
             let b0 = w.add(2 * p * row_bytes + b * 34);
@@ -382,7 +414,7 @@ pub unsafe fn tile_q8_0_pairs<const R: usize, const C: usize>(
         let xv = xs.map(|x| _mm512_broadcast_i64x4(_mm256_loadu_si256(x.q.as_ptr().add(b * 32) as *const __m256i)));
         let neg_offset = xv.map(|xv| _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, flip, xv)));
         let dx = xs.map(|x| _mm512_set1_ps(*x.d.get_unchecked(b)));
-        prefetch_next_group(w, R * row_bytes, R * 34, b);
+        prefetch_group_stream(w, R * row_bytes, R * 34, b);
         for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
             let b0 = w.add(2 * p * row_bytes + b * 34);
             let (q, dw) = q8_0_halves(b0, b0.add(row_bytes));
@@ -480,3 +512,10 @@ unsafe fn q6k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
 }
 
 tile_rows!(tile_q6k, q6k_cols, "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma");
+
+/// One Q6_K row dotted with one activation row (decode): [`q6k_cols`] with one column, so bit
+/// for bit `avx2::dot_q6k`, with half the instructions per block.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+pub unsafe fn dot_q6k(row: &[u8], x: &ActRow) -> f32 {
+    q6k_cols::<1>(row.as_ptr(), row.len(), [x])[0]
+}

@@ -317,6 +317,9 @@ fn kernel_for(format: Format, isa: Isa) -> DotFn {
         if isa >= Isa::Avx512 && format == Format::Q8_0 {
             return |w, x| unsafe { avx512::dot_q8_0_rows::<1>(w.as_ptr(), w.len(), x)[0] };
         }
+        if isa >= Isa::Avx512 && format == Format::Q6K {
+            return |w, x| unsafe { avx512::dot_q6k(w, x) };
+        }
         if isa >= Isa::Avx512 && format == Format::Q5_0 {
             return |w, x| {
                 if (w.len() / 22) % 2 == 0 {
@@ -490,7 +493,7 @@ pub enum Isa {
     Scalar,
     /// AVX2 + FMA + F16C.
     Avx2,
-    /// AVX-512 F/BW/VL/VNNI on top of `Avx2`.
+    /// AVX-512 F/BW/VL/VNNI and BMI2 on top of `Avx2`.
     Avx512,
 }
 
@@ -514,7 +517,7 @@ fn detected() -> Isa {
         if !(has!("avx2") && has!("fma") && has!("f16c")) {
             return Isa::Scalar;
         }
-        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni") {
+        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni") && has!("bmi2") {
             return Isa::Avx512;
         }
         Isa::Avx2
