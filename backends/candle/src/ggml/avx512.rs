@@ -13,7 +13,10 @@
 use std::arch::x86_64::*;
 
 use super::act::ActRow;
-use super::avx2::{hsum, hsums, last_f16, prefetch_group_stream, q4k_scales_mins, tile_rows, Q6K_SCALE_PAIRS};
+use super::avx2::{
+    hsum, hsums, last_f16, prefetch_group_stream, q4k_scales_mins, tile_rows, Q6K_SCALE_PAIRS, STREAM_ONCE,
+    STREAM_REUSED,
+};
 
 /// How far ahead of the block being read a single row is prefetched, in bytes (see `avx2`).
 /// Groups of rows prefetch their stream instead (`avx2::prefetch_group_stream`): on AMD Zen 4
@@ -87,7 +90,7 @@ pub unsafe fn dot_q5_0_row_pairs<const R: usize>(w: *const u8, row_bytes: usize,
         // Σ (q - 16) x = Σ q x - 16 Σ x per lane of four values: the products accumulate onto
         // -16 Σ x (as the AVX2 kernel's difference, exactly).
         let neg_offset = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, sixteen, xv));
-        prefetch_group_stream(w, R * row_bytes, R * 22, b);
+        prefetch_group_stream::<STREAM_ONCE>(w, R * row_bytes, R * 22, b);
         // The R rows' scales times the activations' (the AVX2 kernel's f32 product per row).
         let mut halves = 0u64;
         for r in 0..R {
@@ -169,7 +172,11 @@ pub unsafe fn tile_q4k_pairs<const R: usize, const C: usize>(
     let mut acc = [[_mm512_setzero_ps(); C]; R];
     let mut acc_min = [[_mm256_setzero_ps(); C]; R];
     for b in 0..nb {
-        prefetch_group_stream(w, R * row_bytes, R * 144, b);
+        if C == 1 {
+            prefetch_group_stream::<STREAM_ONCE>(w, R * row_bytes, R * 144, b);
+        } else {
+            prefetch_group_stream::<STREAM_REUSED>(w, R * row_bytes, R * 144, b);
+        }
         // Per activation row: sums of 32 activations per sub-block (in both halves), its scale.
         let mut pairs = [_mm256_setzero_si256(); C];
         let mut dx = [_mm_setzero_ps(); C];
@@ -288,7 +295,7 @@ pub unsafe fn tile_q5_0_pairs<const R: usize, const C: usize>(
     // The row pairs' accumulators are the first R / 2.
     let mut acc = [[_mm512_setzero_ps(); C]; R];
     for b in 0..nb {
-        prefetch_group_stream(w, R * row_bytes, R * 22, b);
+        prefetch_group_stream::<STREAM_REUSED>(w, R * row_bytes, R * 22, b);
         let mut xv = [zero; C];
         let mut neg_offset = [zero; C];
         let mut dx = [_mm512_setzero_ps(); C];
@@ -364,7 +371,7 @@ pub unsafe fn dot_q8_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
         let neg_offset = _mm512_sub_epi32(_mm512_setzero_si512(), offset);
         let dx = _mm512_set1_ps(*xd.add(b));
         if R >= 2 {
-            prefetch_group_stream(w, R * row_bytes, R * 34, b);
+            prefetch_group_stream::<STREAM_ONCE>(w, R * row_bytes, R * 34, b);
         }
         for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
             let b0 = w.add(2 * p * row_bytes + b * 34);
@@ -414,7 +421,7 @@ pub unsafe fn tile_q8_0_pairs<const R: usize, const C: usize>(
         let xv = xs.map(|x| _mm512_broadcast_i64x4(_mm256_loadu_si256(x.q.as_ptr().add(b * 32) as *const __m256i)));
         let neg_offset = xv.map(|xv| _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, flip, xv)));
         let dx = xs.map(|x| _mm512_set1_ps(*x.d.get_unchecked(b)));
-        prefetch_group_stream(w, R * row_bytes, R * 34, b);
+        prefetch_group_stream::<STREAM_REUSED>(w, R * row_bytes, R * 34, b);
         for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
             let b0 = w.add(2 * p * row_bytes + b * 34);
             let (q, dw) = q8_0_halves(b0, b0.add(row_bytes));
