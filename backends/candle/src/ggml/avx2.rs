@@ -97,10 +97,10 @@ const PREFETCH: usize = 2048;
 /// How far ahead of the group of rows being read its weight stream is prefetched, in bytes (at
 /// least the next group). A miss to memory takes a few hundred cycles; the next group's rows are
 /// read within about a hundred, so prefetching only them left the reads latency-bound. Measured
-/// on AMD Zen 5 (ggml_matvec, one thread, the streams of matrices past the L3): Q8_0 37 → 43-45
+/// on AMD Zen 5 (ggml_matvec, the streams of matrices past the L3): one thread Q8_0 37 → 43-45
 /// GB/s with the AVX2 kernels and 37 → 42-45 with the AVX-512 ones, AVX-512 Q5_0 20 → 31-36,
-/// Q4_K 34 → 37; at two threads Q8_0 50 → 87 GB/s (the naive read loop of membw.c gets 54: it
-/// has no prefetching). 4 KB ahead was between, 12-32 KB no better than 8.
+/// Q4_K 34 → 37; two threads Q8_0 50 → 53-56, Q5_0 39 → 54-56 (membw.c read 46-54 there). 4 KB
+/// ahead was between, 12-32 KB no better than 8.
 const GROUP_PREFETCH_AHEAD: usize = 8192;
 
 /// The prefetch hint of a product that reads each weight once (decode: one activation row):
