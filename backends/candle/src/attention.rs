@@ -132,8 +132,12 @@ fn attention_with(
     // near-tie gap 0.214 -> 0.267 (agreement unchanged). Short prompts keep the op-by-op path's
     // exact numbers. Decode-shaped calls with several KV heads take the fused op too, which
     // hands the (batch, KV head) pairs to the pool (the op-by-op path ran them on one thread):
-    // the same thin kernels per row and the same softmax, so the same bits.
-    let fused = mask.is_none() && block_elems.is_none() && (b * hq * tq * tk > BLOCK_ELEMS || (thin && b * hkv > 1));
+    // the same thin kernels per row and the same softmax, so the same bits. So do those of one
+    // KV head at depth, whose products the fused op splits over the pool.
+    let split_at_depth = tk >= crate::fused_attention::SPLIT_MIN_KEYS;
+    let fused = mask.is_none()
+        && block_elems.is_none()
+        && (b * hq * tq * tk > BLOCK_ELEMS || (thin && (b * hkv > 1 || split_at_depth)));
     // bf16 prompts on AMX tiles (probabilities rounded to bf16 before they meet v).
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     if mask.is_none() && block_elems.is_none() && !fused && !thin {

@@ -25,6 +25,11 @@ const TASK_ROWS: usize = 128;
 const MIN_QUERIES_TO_SPLIT_HEADS: usize = 8;
 /// Below this many multiply-adds the op runs on the calling thread.
 const PARALLEL_MIN_MACS: usize = 1 << 18;
+/// Fewest keys from which a lone decode task (one KV head: Gemma 3) splits its two products over
+/// the pool: the keys of `q · kᵀ`, the value columns of `p · v` (see [`thin_product_split`]).
+pub(crate) const SPLIT_MIN_KEYS: usize = 512;
+/// Value columns per slice of a split `p · v` (the thin kernel's register block).
+const SPLIT_VALUE_COLUMNS: usize = 64;
 
 thread_local! {
     /// A task's scaled queries, scores and output rows; kept between calls (no page faults).
@@ -180,7 +185,21 @@ fn attend_cpu<T: Widen>(
             let qv = View { data: qs, row_stride: d, col_stride: 1 };
             // kᵀ: row e (the head dim) strided by sk[3], column j (the key) by sk[2].
             let kt = View { data: &k[kb..], row_stride: sk[3], col_stride: sk[2] };
-            product_widened(rows, nk, d, qv, kt, scores, none);
+            let vv = View { data: &v[vb..], row_stride: sv[2], col_stride: sv[3] };
+            // A decode step with one task leaves the other threads idle: at depth its products
+            // (reading the whole cache) split over the pool instead, with the same bits.
+            let split = plan.tasks() == 1
+                && tq == 1
+                && nk >= SPLIT_MIN_KEYS
+                && pool.n_workers() > 0
+                && thin_product::accepts(rows, d, &qv, &kt)
+                && thin_product::accepts(rows, nk, &View { data: &scores[..], row_stride: nk, col_stride: 1 }, &vv);
+            if split {
+                let key_step = nk.div_ceil(2 * (pool.n_workers() + 1)).next_multiple_of(16);
+                thin_product_split(rows, nk, d, qv, kt, scores, key_step);
+            } else {
+                product_widened(rows, nk, d, qv, kt, scores, none);
+            }
             if nk > 0 {
                 for (r, row) in scores.chunks_exact_mut(nk).enumerate() {
                     softmax_row(&vis, p.softcap, r % c, row);
@@ -188,8 +207,11 @@ fn attend_cpu<T: Widen>(
                 }
             }
             let pv = View { data: scores, row_stride: nk, col_stride: 1 };
-            let vv = View { data: &v[vb..], row_stride: sv[2], col_stride: sv[3] };
-            product_widened(rows, dv, nk, pv, vv, ys, none);
+            if split {
+                thin_product_split(rows, dv, nk, pv, vv, ys, SPLIT_VALUE_COLUMNS);
+            } else {
+                product_widened(rows, dv, nk, pv, vv, ys, none);
+            }
             for j in 0..nh {
                 let head = (bi * hkv + h) * plan.rep + h0 + j;
                 let src = &ys[j * c * dv..(j + 1) * c * dv];
@@ -206,6 +228,35 @@ fn attend_cpu<T: Widen>(
         pool.execute_chunked(plan.tasks(), |range| range.for_each(run));
     }
     Ok((CpuStorage::F32(out), Shape::from((b, hq, tq, dv))))
+}
+
+/// A thin product ([`thin_product::accepts`]) with its `n` output columns cut into slices of
+/// `step` over the pool. Each output element is the same arithmetic whichever slice computes it
+/// (the thin kernels' per-key dots and per-column sums in key order), so the result is bit for
+/// bit the one-thread product's. The slices' outputs go through a small buffer each: the thin
+/// kernels write whole rows.
+fn thin_product_split<T: Widen + Sync>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: View,
+    b: View<T>,
+    dst: &mut [f32],
+    step: usize,
+) {
+    let out = OutPtr(dst.as_mut_ptr());
+    candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(step), |slices| {
+        for s in slices {
+            let (j0, j1) = (s * step, ((s + 1) * step).min(n));
+            let cols = View { data: &b.data[j0 * b.col_stride..], row_stride: b.row_stride, col_stride: b.col_stride };
+            let mut part = vec![0f32; m * (j1 - j0)];
+            product_widened(m, j1 - j0, k, a, cols, &mut part, gemm::Parallelism::None);
+            for (i, row) in part.chunks_exact(j1 - j0).enumerate() {
+                // SAFETY: columns j0 .. j1 of every row belong to this slice alone; i < m.
+                unsafe { std::slice::from_raw_parts_mut(out.at(i * n + j0), j1 - j0) }.copy_from_slice(row);
+            }
+        }
+    });
 }
 
 /// Rounds probabilities to the cache's dtype (as the op-by-op path's cast there and back),
@@ -275,7 +326,15 @@ mod tests {
         use crate::attention::attention;
         // (b, hq, hkv, tq, tk, d)
         for (b, hq, hkv, tq, tk, d) in
-            [(1, 14, 2, 1, 300, 64), (1, 16, 8, 1, 129, 128), (2, 4, 1, 1, 77, 256), (1, 4, 2, 3, 50, 32)]
+            // The last two: one KV head at depth, its products split over the pool.
+            [
+                (1, 14, 2, 1, 300, 64),
+                (1, 16, 8, 1, 129, 128),
+                (2, 4, 1, 1, 77, 256),
+                (1, 4, 2, 3, 50, 32),
+                (1, 4, 1, 1, 700, 256),
+                (1, 8, 1, 1, 1030, 72),
+            ]
         {
             let q = rand(&[b, hq, tq, d], 1);
             let kbuf = rand(&[b, hkv, tk + 9, d], 2);

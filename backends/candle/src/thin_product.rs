@@ -37,11 +37,17 @@ impl<T> View<'_, T> {
     }
 }
 
+/// Whether [`try_product`] computes a product of these shapes and views (whatever `n`): each
+/// output element then comes from the same arithmetic whichever columns are computed with it.
+pub fn accepts<T>(m: usize, k: usize, a: &View, b: &View<T>) -> bool {
+    m <= MAX_ROWS && (a.col_stride == 1 || k <= 1) && (b.row_stride == 1 || k == 1 || b.col_stride == 1)
+}
+
 /// `dst (m × n, row-major) = a (m × k) @ b (k × n)` when `a`'s rows are contiguous and `b` has a
 /// unit stride in either direction; `false` (nothing written) otherwise, or when `m` exceeds
 /// [`MAX_ROWS`]. The views must hold every element the shapes imply.
 pub fn try_product<T: Widen>(m: usize, n: usize, k: usize, a: View, b: View<T>, dst: &mut [f32]) -> bool {
-    if m > MAX_ROWS || (a.col_stride != 1 && k > 1) {
+    if !accepts(m, k, &a, &b) {
         return false;
     }
     let dst = &mut dst[..m * n];
