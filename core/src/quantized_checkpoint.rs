@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use safetensors::tensor::{Dtype, View};
 
+use crate::registry::{ModelEntry, Origin};
 use crate::{DType, Error, Result, Tensor};
 
 /// The `__metadata__` key that lists a safetensors file's quantized tensors.
@@ -227,6 +228,22 @@ fn update_total_size(index: &Path) -> Result<()> {
     }
     let text = serde_json::to_string_pretty(&v).map_err(|e| Error::invalid(format!("{}: {e}", index.display())))?;
     std::fs::write(index, text).map_err(|e| Error::io(index, e))
+}
+
+/// Refuses a model plugin loaded from a library: its weights are quantized through the library's
+/// own copy of infer-core, whose recording ([`record_quantized`]) this process cannot see, so the
+/// copy would hold no blocks.
+pub fn check_recordable(entry: &ModelEntry) -> Result<()> {
+    match &entry.origin {
+        Origin::BuiltIn => Ok(()),
+        Origin::Library(path) => Err(Error::unsupported(format!(
+            "`{}` comes from the plugin library {}: `infer quantize` sees the weights of models built into \
+             this binary only (a library quantizes through its own copy of infer-core); run it with a binary \
+             that has the model built in",
+            entry.plugin.name,
+            path.display()
+        ))),
+    }
 }
 
 /// Refuses a checkpoint `infer quantize` already wrote (quantizing it again would leave its

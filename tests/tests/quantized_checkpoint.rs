@@ -312,3 +312,30 @@ fn bad_destinations_and_empty_recordings_are_refused() {
     let e = write_quantized(&copy, &parent.path().join("again"), &w).unwrap_err().to_string();
     assert!(e.contains("already quantized"), "{e}");
 }
+
+/// A speech model loaded from a plugin library quantizes through the library's own infer-core,
+/// whose recording the host cannot see: `infer quantize` refuses it up front, naming the library,
+/// rather than reporting that the model quantized nothing.
+#[test]
+fn a_model_from_a_plugin_library_is_refused_for_quantizing() {
+    use infer_core::quantized_checkpoint::check_recordable;
+    use infer_core::{Origin, Registry};
+    let lib = infer_tests::plugin_library("infer_plugin_voxtral_realtime");
+    let r = Registry::from_config(infer_tests::library_config(&["infer_plugin_voxtral_realtime"]).unwrap()).unwrap();
+    let from_library = r
+        .models()
+        .iter()
+        .find(|m| m.origin == Origin::Library(lib.clone()))
+        .expect("the library's recognizer is registered");
+    let err = check_recordable(from_library).unwrap_err().to_string();
+    assert!(err.contains("plugin library") && err.contains(&lib.display().to_string()), "{err}");
+    // The same model built in is recorded.
+    let built_in = Registry::builtin().unwrap();
+    let entry = built_in
+        .models()
+        .iter()
+        .find(|m| m.plugin.name == from_library.plugin.name)
+        .expect("built into the test binary");
+    assert_eq!(entry.origin, Origin::BuiltIn);
+    check_recordable(entry).unwrap();
+}

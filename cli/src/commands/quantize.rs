@@ -7,7 +7,9 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use infer_core::checkpoint_info::{CheckpointFormat, CheckpointInfo};
-use infer_core::quantized_checkpoint::{check_destination, check_source, record_quantized, write_quantized};
+use infer_core::quantized_checkpoint::{
+    check_destination, check_recordable, check_source, record_quantized, write_quantized,
+};
 use infer_core::{DType, LoadConfig, ModelKind, Registry};
 
 #[derive(Args, Debug)]
@@ -39,6 +41,9 @@ pub fn run(registry: &Registry, args: QuantizeArgs) -> Result<()> {
     let kind = [ModelKind::SpeechSynthesis, ModelKind::SpeechRecognition]
         .into_iter()
         .find(|k| registry.model_plugin(*k, &info.model_type).is_ok());
+    if let Some(kind) = kind {
+        check_recordable(registry.model_plugin(kind, &info.model_type)?)?;
+    }
     // f32 compute: each weight is quantized from its stored floats (widening is exact): the
     // blocks a load with --quant makes at f32, or at the stored dtype of a half-precision
     // checkpoint (a load at bf16 over f32 weights quantizes bf16-rounded values instead).
