@@ -58,69 +58,98 @@ unsafe fn unpack_two(b0: *const u8, b1: *const u8) -> (__m512i, __m128) {
     (q, _mm_cvtph_ps(_mm_cvtsi32_si128(dw as i32)))
 }
 
-/// `R` (even, at most 4) Q5_0 rows dotted with one activation row (decode), any block count:
-/// bit for bit `avx2::dot_q5_0_rows`. Rows 2p and 2p + 1 share a register as four 128-bit lanes:
-/// [row 2p's values 0..16, row 2p + 1's 0..16, row 2p's 16..32, row 2p + 1's 16..32], which is
-/// each block's 16 packed bytes as stored, both rows' in one 256-bit load pair, and the same
-/// bytes shifted by 4 (one shift for both rows); the activations are laid out once per block to
-/// match. Each i32 lane then sums the four products an AVX2 lane sums and accumulates in f32 as
-/// that lane does; the lanes are put back in AVX2 order for the final sums. Against keeping each
+/// The Q5_0 row-pair lane layout of the AVX-512 kernels: rows 2p and 2p + 1 share a register as
+/// four 128-bit lanes [row 2p's values 0..16, row 2p + 1's 0..16, row 2p's 16..32, row 2p + 1's
+/// 16..32], which is each block's 16 packed bytes as stored, both rows' in one 256-bit load pair,
+/// and the same bytes shifted by 4 (one shift for both rows); the activations are laid out to
+/// match ([`q5_0_lane_acts`]). Each i32 lane then sums the four products an AVX2 lane sums and
+/// accumulates in f32 as that lane does; [`q5_0_pair_sums`] puts the lanes back in AVX2 order
+/// for the final sums, so results are bit for bit `avx2::dot_q5_0_rows`'s. Against keeping each
 /// row's 32 values in one half (two shifts and three inserts per pair) this is a third fewer
-/// vector operations per block pair: the kernel is bound by them, not by memory.
+/// vector operations per block pair.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
+unsafe fn q5_0_pair_lanes(b0: *const u8, b1: *const u8) -> __m512i {
+    let packed = _mm256_inserti128_si256::<1>(
+        _mm256_castsi128_si256(_mm_loadu_si128(b0.add(6) as *const __m128i)),
+        _mm_loadu_si128(b1.add(6) as *const __m128i),
+    );
+    // Both rows' bytes twice, the second copy shifted to its high nibbles.
+    let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(packed), packed);
+    let shifted = _mm512_mask_srli_epi16(both, 0xFFFF_0000, both, 4);
+    // Fifth bits: each row's bits 0..16 go with its low lane, 16..32 with its high one.
+    let (h0, h1) = ((b0.add(2) as *const u32).read_unaligned(), (b1.add(2) as *const u32).read_unaligned());
+    let high = _pdep_u64(h0 as u64, 0x0000_FFFF_0000_FFFF) | _pdep_u64(h1 as u64, 0xFFFF_0000_FFFF_0000);
+    let fifth = _mm512_maskz_mov_epi8(_cvtu64_mask64(high), _mm512_set1_epi8(16));
+    // (nibble & 0x0F) | fifth, in one operation.
+    _mm512_ternarylogic_epi32::<0xEA>(shifted, _mm512_set1_epi8(0x0F), fifth)
+}
+
+/// Block `b` of an activation row in [`q5_0_pair_lanes`]' layout ([x 0..16, x 0..16, x 16..32,
+/// x 16..32]) and -16 Σ x per lane of four values: Σ (q - 16) x = Σ q x - 16 Σ x, so the products
+/// accumulate onto it (as the AVX2 kernel's difference, exactly).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
+unsafe fn q5_0_lane_acts(x: &ActRow, b: usize) -> (__m512i, __m512i) {
+    let x32 = _mm512_castsi256_si512(_mm256_loadu_si256(x.q.as_ptr().add(b * 32) as *const __m256i));
+    let xv = _mm512_shuffle_i64x2::<0x50>(x32, x32);
+    let zero = _mm512_setzero_si512();
+    (xv, _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(16), xv)))
+}
+
+/// The f16 scales of block `b` of `R` (at most 4) consecutive rows, as f32 in lanes 0..R.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
+unsafe fn q5_0_block_scales<const R: usize>(w: *const u8, row_bytes: usize, b: usize) -> __m128 {
+    let mut halves = 0u64;
+    for r in 0..R {
+        halves |= ((w.add(r * row_bytes + b * 22) as *const u16).read_unaligned() as u64) << (16 * r);
+    }
+    _mm_cvtph_ps(_mm_cvtsi64_si128(halves as i64))
+}
+
+/// Per row pair p: row 2p's scale (lane 2p of [`q5_0_block_scales`]) into its lanes, row
+/// 2p + 1's into the others.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
+unsafe fn q5_0_scale_lanes<const R: usize>() -> [__m512i; R] {
+    std::array::from_fn(|p| {
+        let (a, b) = (2 * p as i32, 2 * p as i32 + 1);
+        _mm512_setr_epi32(a, a, a, a, b, b, b, b, a, a, a, a, b, b, b, b)
+    })
+}
+
+/// A row pair's accumulator in [`q5_0_pair_lanes`]' layout, summed as the AVX2 kernel's two rows.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
+unsafe fn q5_0_pair_sums(acc: __m512) -> [f32; 2] {
+    let avx2_order = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+    pair_sums(_mm512_permutexvar_ps(avx2_order, acc))
+}
+
+/// `R` (even, at most 4) Q5_0 rows dotted with one activation row (decode), any block count, in
+/// [`q5_0_pair_lanes`]' layout: bit for bit `avx2::dot_q5_0_rows`. The kernel is bound by its
+/// vector operations, not by memory.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
 pub unsafe fn dot_q5_0_row_pairs<const R: usize>(w: *const u8, row_bytes: usize, x: &ActRow) -> [f32; R] {
     debug_assert!(R.is_multiple_of(2) && R <= 4);
-    let nb = row_bytes / 22;
-    let (xq, xd) = (x.q.as_ptr(), x.d.as_ptr());
-    let (zero, sixteen, low4) = (_mm512_setzero_si512(), _mm512_set1_epi8(16), _mm512_set1_epi8(0x0F));
-    // Per pair p: row 2p's scale (lane 2p of the block's R scales) into its lanes, row 2p + 1's
-    // into the others.
-    let scale_lanes: [__m512i; R] = std::array::from_fn(|p| {
-        let (a, b) = (2 * p as i32, 2 * p as i32 + 1);
-        _mm512_setr_epi32(a, a, a, a, b, b, b, b, a, a, a, a, b, b, b, b)
-    });
-    // The accumulators' lanes in AVX2 order: row 2p's eight, then row 2p + 1's.
-    let avx2_order = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+    let scale_lanes = q5_0_scale_lanes::<R>();
     // The row pairs' accumulators are the first R / 2.
     let mut acc = [_mm512_setzero_ps(); R];
-    for b in 0..nb {
-        // [x 0..16, x 0..16, x 16..32, x 16..32].
-        let x32 = _mm512_castsi256_si512(_mm256_loadu_si256(xq.add(b * 32) as *const __m256i));
-        let xv = _mm512_shuffle_i64x2::<0x50>(x32, x32);
-        // Σ (q - 16) x = Σ q x - 16 Σ x per lane of four values: the products accumulate onto
-        // -16 Σ x (as the AVX2 kernel's difference, exactly).
-        let neg_offset = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, sixteen, xv));
+    for b in 0..row_bytes / 22 {
+        let (xv, neg_offset) = q5_0_lane_acts(x, b);
         prefetch_group_stream::<STREAM_ONCE>(w, R * row_bytes, R * 22, b);
         // The R rows' scales times the activations' (the AVX2 kernel's f32 product per row).
-        let mut halves = 0u64;
-        for r in 0..R {
-            halves |= ((w.add(r * row_bytes + b * 22) as *const u16).read_unaligned() as u64) << (16 * r);
-        }
-        let d =
-            _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(halves as i64)), _mm_set1_ps(*xd.add(b))));
+        let d = _mm512_castps128_ps512(_mm_mul_ps(q5_0_block_scales::<R>(w, row_bytes, b), _mm_set1_ps(x.d[b])));
         for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
             let b0 = w.add(2 * p * row_bytes + b * 22);
-            let b1 = b0.add(row_bytes);
-            let packed = _mm256_inserti128_si256::<1>(
-                _mm256_castsi128_si256(_mm_loadu_si128(b0.add(6) as *const __m128i)),
-                _mm_loadu_si128(b1.add(6) as *const __m128i),
-            );
-            // Both rows' bytes twice, the second copy shifted to its high nibbles.
-            let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(packed), packed);
-            let shifted = _mm512_mask_srli_epi16(both, 0xFFFF_0000, both, 4);
-            // Fifth bits: each row's bits 0..16 go with its low lane, 16..32 with its high one.
-            let (h0, h1) = ((b0.add(2) as *const u32).read_unaligned(), (b1.add(2) as *const u32).read_unaligned());
-            let high = _pdep_u64(h0 as u64, 0x0000_FFFF_0000_FFFF) | _pdep_u64(h1 as u64, 0xFFFF_0000_FFFF_0000);
-            let fifth = _mm512_maskz_mov_epi8(_cvtu64_mask64(high), sixteen);
-            // (nibble & 0x0F) | fifth, in one operation.
-            let q = _mm512_ternarylogic_epi32::<0xEA>(shifted, low4, fifth);
-            let sum = _mm512_dpbusd_epi32(neg_offset, q, xv);
+            let sum = _mm512_dpbusd_epi32(neg_offset, q5_0_pair_lanes(b0, b0.add(row_bytes)), xv);
             *acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(scale_lanes[p], d), _mm512_cvtepi32_ps(sum), *acc);
         }
     }
     let mut out = [0f32; R];
     for p in 0..R / 2 {
-        [out[2 * p], out[2 * p + 1]] = pair_sums(_mm512_permutexvar_ps(avx2_order, acc[p]));
+        [out[2 * p], out[2 * p + 1]] = q5_0_pair_sums(acc[p]);
     }
     out
 }
@@ -275,43 +304,35 @@ pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
 }
 
 /// [`dot_q5_0_row_pairs`] for `C` activation rows at once (prefill), any block count: rows 2p
-/// and 2p + 1 share a register as there, each pair of blocks is unpacked once for every
-/// activation row, and each half accumulates as the one-row kernels' 8 lanes (bit-identical to
-/// them). Per (row pair, activation row, block): one 512-bit `vpdpbusd` started from -16 Σ x, a
-/// conversion and one multiply-add; two blocks of one row per register (the layout this replaced)
-/// needed a subtraction, two 256-bit multiply-adds, two broadcasts and an extract to keep that
-/// order.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+/// and 2p + 1 share a register in [`q5_0_pair_lanes`]' layout, each pair of blocks is unpacked
+/// once for every activation row, and each lane accumulates as an AVX2 lane (bit-identical to
+/// the one-row kernels). Per (row pair, activation row, block): one 512-bit `vpdpbusd` started
+/// from -16 Σ x, a scale product, a conversion and one multiply-add; two blocks of one row per
+/// register (an older layout) needed a subtraction, two 256-bit multiply-adds, two broadcasts and
+/// an extract to keep that order.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
 pub unsafe fn tile_q5_0_pairs<const R: usize, const C: usize>(
     w: *const u8,
     row_bytes: usize,
     xs: &[ActRow; C],
 ) -> [[f32; C]; R] {
-    debug_assert!(R.is_multiple_of(2));
-    let nb = row_bytes / 22;
-    let (zero, sixteen) = (_mm512_setzero_si512(), _mm512_set1_epi8(16));
-    // Scale lane 0 into lanes 0..8, lane 1 into 8..16.
-    let halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    debug_assert!(R.is_multiple_of(2) && R <= 4);
+    let scale_lanes = q5_0_scale_lanes::<R>();
     // The row pairs' accumulators are the first R / 2.
     let mut acc = [[_mm512_setzero_ps(); C]; R];
-    for b in 0..nb {
+    for b in 0..row_bytes / 22 {
         prefetch_group_stream::<STREAM_REUSED>(w, R * row_bytes, R * 22, b);
-        let mut xv = [zero; C];
-        let mut neg_offset = [zero; C];
-        let mut dx = [_mm512_setzero_ps(); C];
-        for c in 0..C {
-            xv[c] = _mm512_broadcast_i64x4(_mm256_loadu_si256(xs[c].q.as_ptr().add(b * 32) as *const __m256i));
-            neg_offset[c] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, sixteen, xv[c]));
-            dx[c] = _mm512_set1_ps(*xs[c].d.get_unchecked(b));
-        }
+        let acts: [(__m512i, __m512i); C] = std::array::from_fn(|c| q5_0_lane_acts(&xs[c], b));
+        let dx: [__m512; C] = std::array::from_fn(|c| _mm512_set1_ps(*xs[c].d.get_unchecked(b)));
+        let scales = _mm512_castps128_ps512(q5_0_block_scales::<R>(w, row_bytes, b));
         for (p, acc) in acc.iter_mut().enumerate().take(R / 2) {
             let b0 = w.add(2 * p * row_bytes + b * 22);
-            let (q, dw) = unpack_two(b0, b0.add(row_bytes));
-            let dw = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(dw));
+            let q = q5_0_pair_lanes(b0, b0.add(row_bytes));
+            let dw = _mm512_permutexvar_ps(scale_lanes[p], scales);
             for c in 0..C {
                 // d · x as the one-row kernels' f16_at(blk) · dx: one f32 product per lane.
                 let d = _mm512_mul_ps(dw, dx[c]);
-                let sum = _mm512_dpbusd_epi32(neg_offset[c], q, xv[c]);
+                let sum = _mm512_dpbusd_epi32(acts[c].1, q, acts[c].0);
                 acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc[c]);
             }
         }
@@ -319,7 +340,7 @@ pub unsafe fn tile_q5_0_pairs<const R: usize, const C: usize>(
     let mut out = [[0f32; C]; R];
     for p in 0..R / 2 {
         for c in 0..C {
-            [out[2 * p][c], out[2 * p + 1][c]] = pair_sums(acc[p][c]);
+            [out[2 * p][c], out[2 * p + 1][c]] = q5_0_pair_sums(acc[p][c]);
         }
     }
     out
