@@ -120,10 +120,12 @@ pub(super) const STREAM_REUSED: i32 = _MM_HINT_T0;
 /// 2 KB ahead gained nothing at any distance.)
 #[inline(always)]
 pub(super) unsafe fn prefetch_group_stream<const HINT: i32>(w: *const u8, group_bytes: usize, step: usize, b: usize) {
-    let p = w.add(group_bytes.max(GROUP_PREFETCH_AHEAD) + b * step);
+    // wrapping: the address may lie past the weights (a prefetch never faults; `add` there
+    // would be undefined behaviour).
+    let p = w.wrapping_add(group_bytes.max(GROUP_PREFETCH_AHEAD) + b * step);
     let mut off = 0;
     while off < step {
-        _mm_prefetch::<HINT>(p.add(off) as *const i8);
+        _mm_prefetch::<HINT>(p.wrapping_add(off) as *const i8);
         off += 64;
     }
 }
@@ -256,7 +258,7 @@ unsafe fn q4k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
         for j in 0..4 {
             let sc = |i: usize| _mm256_set1_epi16(((scales >> (8 * i)) & 0xff) as i16);
             let (sc_lo, sc_hi) = (sc(2 * j), sc(2 * j + 1));
-            _mm_prefetch::<_MM_HINT_T0>(blk.add(16 + 32 * j + PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(16 + 32 * j + PREFETCH) as *const i8);
             let q = _mm256_loadu_si256(blk.add(16 + 32 * j) as *const __m256i);
             let (lo, hi) = (_mm256_and_si256(q, low), _mm256_and_si256(_mm256_srli_epi16(q, 4), low));
             for c in 0..C {
@@ -313,8 +315,8 @@ unsafe fn q6k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
         let mut sumi = [_mm256_setzero_si256(); C];
         for half in 0..2 {
             let ql = blk.add(64 * half);
-            _mm_prefetch::<_MM_HINT_T0>(ql.add(PREFETCH) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(ql.add(PREFETCH + 64) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ql.wrapping_add(PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ql.wrapping_add(PREFETCH + 64) as *const i8);
             let (ql_a, ql_b) =
                 (_mm256_loadu_si256(ql as *const __m256i), _mm256_loadu_si256(ql.add(32) as *const __m256i));
             let qh = _mm256_loadu_si256(blk.add(128 + 32 * half) as *const __m256i);

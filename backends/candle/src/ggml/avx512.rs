@@ -89,7 +89,7 @@ unsafe fn q5_0_pair_lanes(b0: *const u8, b1: *const u8) -> __m512i {
 /// x 16..32]) and -16 Σ x per lane of four values: Σ (q - 16) x = Σ q x - 16 Σ x, so the products
 /// accumulate onto it (as the AVX2 kernel's difference, exactly).
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
 unsafe fn q5_0_lane_acts(x: &ActRow, b: usize) -> (__m512i, __m512i) {
     let x32 = _mm512_castsi256_si512(_mm256_loadu_si256(x.q.as_ptr().add(b * 32) as *const __m256i));
     let xv = _mm512_shuffle_i64x2::<0x50>(x32, x32);
@@ -99,7 +99,7 @@ unsafe fn q5_0_lane_acts(x: &ActRow, b: usize) -> (__m512i, __m512i) {
 
 /// The f16 scales of block `b` of `R` (at most 4) consecutive rows, as f32 in lanes 0..R.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
 unsafe fn q5_0_block_scales<const R: usize>(w: *const u8, row_bytes: usize, b: usize) -> __m128 {
     let mut halves = 0u64;
     for r in 0..R {
@@ -111,7 +111,7 @@ unsafe fn q5_0_block_scales<const R: usize>(w: *const u8, row_bytes: usize, b: u
 /// Per row pair p: row 2p's scale (lane 2p of [`q5_0_block_scales`]) into its lanes, row
 /// 2p + 1's into the others.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
 unsafe fn q5_0_scale_lanes<const R: usize>() -> [__m512i; R] {
     std::array::from_fn(|p| {
         let (a, b) = (2 * p as i32, 2 * p as i32 + 1);
@@ -121,7 +121,7 @@ unsafe fn q5_0_scale_lanes<const R: usize>() -> [__m512i; R] {
 
 /// A row pair's accumulator in [`q5_0_pair_lanes`]' layout, summed as the AVX2 kernel's two rows.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,bmi2,f16c,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
 unsafe fn q5_0_pair_sums(acc: __m512) -> [f32; 2] {
     let avx2_order = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
     pair_sums(_mm512_permutexvar_ps(avx2_order, acc))
@@ -286,7 +286,7 @@ pub unsafe fn dot_q5_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
         let offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, xv);
         for (r, acc) in acc.iter_mut().enumerate() {
             let b0 = w.add(r * row_bytes + b * 22);
-            _mm_prefetch::<_MM_HINT_T0>(b0.add(PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(b0.wrapping_add(PREFETCH) as *const i8);
             let (q, dw) = unpack_pair(b0);
             let sum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv), offset);
             let d = _mm_mul_ps(dx, dw);
@@ -404,7 +404,7 @@ pub unsafe fn dot_q8_0_rows<const R: usize>(w: *const u8, row_bytes: usize, x: &
         if R % 2 == 1 {
             let blk = w.add((R - 1) * row_bytes + b * 34);
             if R == 1 {
-                _mm_prefetch::<_MM_HINT_T0>(blk.add(PREFETCH) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(PREFETCH) as *const i8);
             }
             let q = _mm256_xor_si256(_mm256_loadu_si256(blk.add(2) as *const __m256i), _mm512_castsi512_si256(flip));
             let sum = _mm256_dpbusd_epi32(_mm512_castsi512_si256(neg_offset), q, x);
@@ -503,8 +503,8 @@ unsafe fn q6k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
         let mut sumi = [_mm512_setzero_si512(); C];
         for half in 0..2 {
             let ql = blk.add(64 * half);
-            _mm_prefetch::<_MM_HINT_T0>(ql.add(PREFETCH) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(ql.add(PREFETCH + 64) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ql.wrapping_add(PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ql.wrapping_add(PREFETCH + 64) as *const i8);
             // Bytes 0..32 and 32..64: the value groups 0 and 1 of this half (their low nibbles)
             // and 2 and 3 (their high nibbles).
             let ql = _mm512_loadu_si512(ql as *const __m512i);
