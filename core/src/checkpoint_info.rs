@@ -36,6 +36,19 @@ impl CheckpointInfo {
         }
     }
 
+    /// [`CheckpointInfo::tokenizer`] and [`CheckpointInfo::sampling_defaults`] with one parse of a
+    /// GGUF file's metadata (its vocabulary is most of it) instead of one each.
+    pub fn tokenizer_and_sampling(
+        &self,
+    ) -> Result<(Box<dyn crate::Tokenizer>, crate::text::generation_defaults::SamplingDefaults)> {
+        use crate::text::generation_defaults::SamplingDefaults;
+        if self.format == CheckpointFormat::Gguf {
+            let g = crate::gguf::GgufFile::open(&self.path)?;
+            return Ok((crate::text::gguf_tokenizer::tokenizer_from_gguf(&g)?, SamplingDefaults::from_gguf(&g)));
+        }
+        Ok((self.tokenizer()?, self.sampling_defaults()?))
+    }
+
     /// The sampling the checkpoint asks for when the caller sets none.
     pub fn sampling_defaults(&self) -> Result<crate::text::generation_defaults::SamplingDefaults> {
         use crate::text::generation_defaults::SamplingDefaults;

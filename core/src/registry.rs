@@ -322,10 +322,9 @@ impl Registry {
         }
         let ckpt = CheckpointInfo::inspect(path)?;
         let entry = self.model_plugin(ModelKind::Text, &ckpt.model_type)?;
-        // Tokenizer and sampling defaults first: their metadata parses are freed before the
+        // Tokenizer and sampling defaults first: their metadata parse is freed before the
         // weights load, not stacked on them at the peak.
-        let tokenizer = ckpt.tokenizer()?;
-        let sampling = ckpt.sampling_defaults()?;
+        let (tokenizer, sampling) = ckpt.tokenizer_and_sampling()?;
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
         let options = load_options(cfg);
         // The text models load GGUF files already quantized; none quantizes at load yet.
