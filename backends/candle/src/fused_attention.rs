@@ -27,7 +27,7 @@ const MIN_QUERIES_TO_SPLIT_HEADS: usize = 8;
 const PARALLEL_MIN_MACS: usize = 1 << 18;
 /// Fewest keys from which a lone decode task (one KV head: Gemma 3) splits its two products over
 /// the pool: the keys of `q · kᵀ`, the value columns of `p · v` (see [`thin_product_split`]).
-pub(crate) const SPLIT_MIN_KEYS: usize = 512;
+pub(crate) const SPLIT_MIN_KEYS: usize = 128;
 /// Value columns per slice of a split `p · v` (the thin kernel's register block).
 const SPLIT_VALUE_COLUMNS: usize = 64;
 

@@ -36,6 +36,7 @@ pub mod shape_ops;
 #[cfg(target_arch = "x86_64")]
 mod simd512;
 pub mod snake;
+mod stream_split;
 pub mod sys;
 pub mod tensor;
 #[cfg(target_arch = "x86_64")]

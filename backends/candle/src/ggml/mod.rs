@@ -43,6 +43,8 @@ const PARALLEL_MIN: usize = 1 << 15;
 type DotFn = fn(&[u8], &ActRow) -> f32;
 /// Weight rows per work item.
 const GROUP: usize = 4;
+/// The fewest weight bytes a decode product's thread claims at a time ([`crate::stream_split`]).
+const STREAM_PIECE_BYTES: usize = 8 << 10;
 /// GROUP consecutive rows (`row_bytes` each) dotted with one activation row.
 type GroupDotFn = fn(&[u8], usize, &ActRow) -> [f32; GROUP];
 /// Activation rows per prefill tile.
@@ -254,6 +256,9 @@ impl GgmlMatrix {
         let groups = n.div_ceil(GROUP);
         if n * k < PARALLEL_MIN {
             body(0..groups);
+        } else if m == 1 {
+            // Decode reads each weight once: one long stream per thread.
+            crate::stream_split::for_each_share(groups, (STREAM_PIECE_BYTES / (GROUP * rb)).max(1), body);
         } else {
             candle_core::utils::barrier_pool().execute_chunked(groups, body);
         }
