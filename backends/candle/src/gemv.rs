@@ -20,6 +20,8 @@ pub const MAX_ROWS: usize = 4;
 const ROWS_PER_UNIT: usize = 16;
 /// Below this many weight elements the product runs on the calling thread.
 const PARALLEL_MIN: usize = 1 << 16;
+/// The fewest weight bytes a decode product's thread claims at a time ([`crate::stream_split`]).
+const STREAM_PIECE_BYTES: usize = 8 << 10;
 /// f16 rows are widened through a stack buffer of this many elements.
 const TILE: usize = 256;
 
@@ -123,6 +125,10 @@ fn run_rows<T: Sync, X: Sync>(
     let ptr = OutPtr(out.as_mut_ptr());
     if n * k < PARALLEL_MIN {
         body(0..units, &ptr);
+    } else if m == 1 {
+        // Decode reads each weight once: one long stream per thread.
+        let unit_bytes = ROWS_PER_UNIT * k * std::mem::size_of::<T>();
+        crate::stream_split::for_each_share(units, (STREAM_PIECE_BYTES / unit_bytes).max(1), |r| body(r, &ptr));
     } else {
         candle_core::utils::barrier_pool().execute_chunked(units, |r| body(r, &ptr));
     }
