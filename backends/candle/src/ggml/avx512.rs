@@ -503,8 +503,15 @@ unsafe fn q6k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
         let mut sumi = [_mm512_setzero_si512(); C];
         for half in 0..2 {
             let ql = blk.add(64 * half);
-            _mm_prefetch::<_MM_HINT_T0>(ql.wrapping_add(PREFETCH) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(ql.wrapping_add(PREFETCH + 64) as *const i8);
+            // Decode (one column) reads the row once: non-temporal, as the group kernels'
+            // streams, so the rows do not push the KV cache out of the last-level cache.
+            if C == 1 {
+                _mm_prefetch::<STREAM_ONCE>(ql.wrapping_add(PREFETCH) as *const i8);
+                _mm_prefetch::<STREAM_ONCE>(ql.wrapping_add(PREFETCH + 64) as *const i8);
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(ql.wrapping_add(PREFETCH) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(ql.wrapping_add(PREFETCH + 64) as *const i8);
+            }
             // Bytes 0..32 and 32..64: the value groups 0 and 1 of this half (their low nibbles)
             // and 2 and 3 (their high nibbles).
             let ql = _mm512_loadu_si512(ql as *const __m512i);
