@@ -10,6 +10,7 @@
 //! CPU has that ([`bf16_kernel`]).
 
 use crate::out_ptr::OutPtr;
+use crate::stream_split;
 use crate::weight_rows::{with_rows, WeightRows};
 use candle_core::{DType as C, Result, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
@@ -20,8 +21,6 @@ pub const MAX_ROWS: usize = 4;
 const ROWS_PER_UNIT: usize = 16;
 /// Below this many weight elements the product runs on the calling thread.
 const PARALLEL_MIN: usize = 1 << 16;
-/// The fewest weight bytes a decode product's thread claims at a time ([`crate::stream_split`]).
-const STREAM_PIECE_BYTES: usize = 8 << 10;
 /// f16 rows are widened through a stack buffer of this many elements.
 const TILE: usize = 256;
 
@@ -128,7 +127,7 @@ fn run_rows<T: Sync, X: Sync>(
     } else if m == 1 {
         // Decode reads each weight once: one long stream per thread.
         let unit_bytes = ROWS_PER_UNIT * k * std::mem::size_of::<T>();
-        crate::stream_split::for_each_share(units, (STREAM_PIECE_BYTES / unit_bytes).max(1), |r| body(r, &ptr));
+        stream_split::for_each_share(units, (stream_split::MIN_PIECE_BYTES / unit_bytes).max(1), |r| body(r, &ptr));
     } else {
         candle_core::utils::barrier_pool().execute_chunked(units, |r| body(r, &ptr));
     }

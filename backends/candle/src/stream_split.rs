@@ -15,6 +15,10 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The fewest weight bytes a decode product's thread claims at a time: callers pass `step` as
+/// this many bytes' worth of their items.
+pub const MIN_PIECE_BYTES: usize = 8 << 10;
+
 /// `f` over `0..items` in pieces, on the pool: each thread walks its own contiguous share from
 /// the front, then takes pieces from the back of the shares with the most left. A piece is half
 /// of what its share has left, at least `step` items: few claims (each one a locked instruction,

@@ -16,6 +16,8 @@ use std::sync::OnceLock;
 
 use infer_core::{DType, Error, Result, SharedBytes};
 
+use crate::stream_split;
+
 use act::{ActRow, QuantizedActs};
 pub use formats::Format;
 
@@ -43,8 +45,6 @@ const PARALLEL_MIN: usize = 1 << 15;
 type DotFn = fn(&[u8], &ActRow) -> f32;
 /// Weight rows per work item.
 const GROUP: usize = 4;
-/// The fewest weight bytes a decode product's thread claims at a time ([`crate::stream_split`]).
-const STREAM_PIECE_BYTES: usize = 8 << 10;
 /// GROUP consecutive rows (`row_bytes` each) dotted with one activation row.
 type GroupDotFn = fn(&[u8], usize, &ActRow) -> [f32; GROUP];
 /// Activation rows per prefill tile.
@@ -258,7 +258,7 @@ impl GgmlMatrix {
             body(0..groups);
         } else if m == 1 {
             // Decode reads each weight once: one long stream per thread.
-            crate::stream_split::for_each_share(groups, (STREAM_PIECE_BYTES / (GROUP * rb)).max(1), body);
+            stream_split::for_each_share(groups, (stream_split::MIN_PIECE_BYTES / (GROUP * rb)).max(1), body);
         } else {
             candle_core::utils::barrier_pool().execute_chunked(groups, body);
         }
