@@ -509,8 +509,8 @@ unsafe fn q6k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
                 _mm_prefetch::<STREAM_ONCE>(ql.wrapping_add(PREFETCH) as *const i8);
                 _mm_prefetch::<STREAM_ONCE>(ql.wrapping_add(PREFETCH + 64) as *const i8);
             } else {
-                _mm_prefetch::<_MM_HINT_T0>(ql.wrapping_add(PREFETCH) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(ql.wrapping_add(PREFETCH + 64) as *const i8);
+                _mm_prefetch::<STREAM_REUSED>(ql.wrapping_add(PREFETCH) as *const i8);
+                _mm_prefetch::<STREAM_REUSED>(ql.wrapping_add(PREFETCH + 64) as *const i8);
             }
             // Bytes 0..32 and 32..64: the value groups 0 and 1 of this half (their low nibbles)
             // and 2 and 3 (their high nibbles).
