@@ -83,14 +83,18 @@ for line in sys.stdin:
     cp "$LIBTORCH/version.py" "$CARGO_TARGET_DIR/gpu-libtorch-version.py" 2>/dev/null || true
 }
 
-# Runs one test binary: $1 its target name, then environment assignments.
+# Runs one test binary: $1 its target name, then environment assignments and (starting with
+# --) arguments for the test binary.
 run_test() {
-    local name=$1 exe
+    local name=$1 exe a envs=() args=()
     shift
+    for a in "$@"; do
+        case "$a" in --*) args+=("$a") ;; *) envs+=("$a") ;; esac
+    done
     exe=$(awk -v n="$name" '$1 == n { print $2 }' "$CARGO_TARGET_DIR/gpu-tests.txt")
     echo "== $name ($*)"
     # The tests find tests/fixtures from CARGO_MANIFEST_DIR: this checkout, wherever it is.
-    if env CARGO_MANIFEST_DIR="$REPO/tests" "$@" "$exe" 2>&1; then
+    if env CARGO_MANIFEST_DIR="$REPO/tests" "${envs[@]}" "$exe" "${args[@]}" 2>&1; then
         PASSED+=("$name")
     else
         FAILED+=("$name")
@@ -117,7 +121,8 @@ checks() {
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
     PASSED=()
     FAILED=()
-    run_test ops INFER_TCH_TEST_DEVICE=cuda
+    # --include-ignored: the CUDA-against-CPU op check, ignored on machines without a GPU.
+    run_test ops INFER_TCH_TEST_DEVICE=cuda --include-ignored
     run_test tch INFER_TEST_CUDA=1
     for t in "${TESTS[@]}"; do run_test "$t" INFER_TEST_CUDA=1 INFER_SETUPS=cuda; done
     echo "gpu_check: passed: ${PASSED[*]:-none}"

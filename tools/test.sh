@@ -54,13 +54,27 @@ if ! command -v chromium-headless-shell > /dev/null && ! command -v chromium > /
     fi
 fi
 
+# The backend setups every model test must run on (tests/src/lib.rs `Setup::all`): each one named
+# is required, so a library that failed to build fails the tests instead of leaving them empty.
+# Each test records the setups it ran to INFER_SETUP_REPORT; the summary below prints them.
+if [ -z "${INFER_SETUPS:-}" ]; then
+    INFER_SETUPS="candle,tch"
+    [ "$TEST_MLX" = 1 ] && INFER_SETUPS="$INFER_SETUPS,mlx"
+fi
+export INFER_SETUPS
+export INFER_SETUP_REPORT="$CARGO_TARGET_DIR/setups-ran.tsv"
+rm -f "$INFER_SETUP_REPORT"
+
 cargo fmt --all -- --check
 # The README's first command on a clean target dir with no cmake on PATH, as a new user runs it.
 tools/check_first_run.sh
 # Plugin libraries (cdylibs) are built here; the tests load them from the target directory.
 cargo build --workspace --all-targets
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-cargo test --workspace --no-fail-fast
+test_rc=0
+cargo test --workspace --no-fail-fast || test_rc=$?
+tools/setups_ran.sh "$INFER_SETUP_REPORT" "$INFER_SETUPS" || test_rc=1
+[ "$test_rc" = 0 ] || exit "$test_rc"
 echo "test.sh: disk after the tests: $(df -h --output=avail "$CARGO_TARGET_DIR" | tail -1 | tr -d ' ') free" \
     "(target dir $(du -sh "$CARGO_TARGET_DIR" 2>/dev/null | cut -f1))"
 

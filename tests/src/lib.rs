@@ -96,7 +96,7 @@ pub fn plugin_library(lib_name: &str) -> PathBuf {
 }
 
 /// A way of reaching a backend: built in, or loaded from plugin libraries.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Setup {
     /// candle and the LLM plugin linked into the test binary.
     CandleBuiltIn,
@@ -115,40 +115,41 @@ pub enum Setup {
     MlxLibrary,
 }
 
+/// The backend names `$INFER_SETUPS` may list.
+pub const SETUP_BACKENDS: [&str; 4] = ["candle", "tch", "mlx", "cuda"];
+
 impl Setup {
-    /// Every setup. The MLX one is left out, with a printed reason, only when
-    /// tools/setup_mlx.sh has not been run (its library is absent); the CUDA one is added by
-    /// `INFER_TEST_CUDA=1` or by naming `cuda` in `$INFER_SETUPS`. `$INFER_SETUPS` (backend
-    /// names, comma-separated: `candle,tch,mlx,cuda`) narrows the list, for a machine that has only
-    /// some backends (the macOS workflow runs `mlx` alone: no libtorch there).
+    /// Every setup this run covers. `$INFER_SETUPS` (backend names, comma-separated:
+    /// `candle,tch,mlx,cuda`) names them, for a machine that has only some backends (the macOS
+    /// workflow runs `mlx` alone: no libtorch there; tools/test.sh names every one it built), and
+    /// then each named one is required: a missing or stale library, or an unknown name, fails
+    /// the test instead of leaving a loop over setups empty. Without it the list is candle, tch
+    /// and MLX, plus CUDA with `INFER_TEST_CUDA=1`; MLX is left out, loudly (on stderr, past the
+    /// test harness's capture), only when tools/setup_mlx.sh has not built a current library and
+    /// this is not CI (`CI=true` requires it).
     pub fn all() -> Vec<Setup> {
-        let mut all = vec![Setup::CandleBuiltIn, Setup::CandleLibrary, Setup::TchLibrary];
-        match mlx_library() {
-            Some(_) => all.push(Setup::MlxLibrary),
-            None => eprintln!(
-                "skipping the MLX setup: {} is missing (run tools/setup_mlx.sh to build it)",
-                mlx_library_path().display()
-            ),
+        match selection() {
+            Ok(setups) => setups.clone(),
+            Err(why) => panic!("{why}"),
         }
-        let only = std::env::var("INFER_SETUPS").ok();
-        let cuda_named = only.as_deref().is_some_and(|o| o.split(',').any(|n| n.trim() == "cuda"));
-        if cuda_named || std::env::var("INFER_TEST_CUDA").as_deref() == Ok("1") {
-            all.push(Setup::TchCuda);
-        }
-        if let Some(only) = only {
-            all.retain(|s| only.split(',').any(|n| n.trim() == s.backend()));
-        }
-        all
     }
 
     /// One setup per backend (candle built in, tch and MLX from their libraries), for the
     /// checks whose backend-specific part does not depend on how the model plugin is loaded.
-    /// Narrowed by `$INFER_SETUPS` and left without MLX like [`Setup::all`].
+    /// Narrowed and required like [`Setup::all`].
     pub fn per_backend() -> Vec<Setup> {
         Setup::all().into_iter().filter(|s| !matches!(s, Setup::CandleLibrary)).collect()
     }
 
+    /// Whether this run covers `self`, for a test written for one setup (the MLX leg of the
+    /// GGUF parity test, the `infer` binary on MLX): false only where [`Setup::all`] leaves it
+    /// out, which it says.
+    pub fn covered(self) -> bool {
+        Setup::all().contains(&self)
+    }
+
     pub fn registry(self) -> Result<Registry> {
+        self.mark_ran();
         match self {
             Setup::CandleBuiltIn => Registry::builtin(),
             Setup::CandleLibrary => Registry::from_config(library_config(&with_models("infer_plugin_candle"))?),
@@ -156,7 +157,7 @@ impl Setup {
                 Registry::from_config(library_config(&with_models("infer_plugin_tch"))?)
             }
             Setup::MlxLibrary => {
-                let mlx = mlx_library().expect("Setup::all lists MlxLibrary only when its library exists");
+                let mlx = mlx_library().unwrap_or_else(|why| panic!("{why}"));
                 let mut cfg = library_config(MODEL_LIBRARIES)?;
                 cfg.plugins.push(infer_core::plugin_config::PluginLibraryConfig {
                     path: mlx,
@@ -176,22 +177,183 @@ impl Setup {
             Setup::MlxLibrary => "mlx",
         }
     }
+
+    /// The setup's name in the run's report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Setup::CandleBuiltIn => "candle",
+            Setup::CandleLibrary => "candle-library",
+            Setup::TchLibrary => "tch-library",
+            Setup::TchCuda => "cuda",
+            Setup::MlxLibrary => "mlx-library",
+        }
+    }
+
+    /// Records that the running test uses this setup, for tools/test.sh's summary of which
+    /// setups each test binary ran: a line `binary<TAB>test<TAB>setup` appended to
+    /// `$INFER_SETUP_REPORT` when that is set. [`Setup::registry`] calls it; a test that reaches
+    /// a setup another way (through the `infer` binary) calls it itself.
+    pub fn mark_ran(self) {
+        report_line(self.name());
+    }
 }
 
-/// Where tools/setup_mlx.sh puts the MLX plugin library: `<repo>/target/release`, the path
-/// plugins.toml names.
+/// The setups of this run (see [`Setup::all`]), decided once per test binary.
+fn selection() -> &'static std::result::Result<Vec<Setup>, String> {
+    static SELECTION: std::sync::OnceLock<std::result::Result<Vec<Setup>, String>> = std::sync::OnceLock::new();
+    SELECTION.get_or_init(|| {
+        let named = std::env::var("INFER_SETUPS").ok();
+        let ci = matches!(std::env::var("CI").as_deref(), Ok("true" | "1"));
+        let cuda = std::env::var("INFER_TEST_CUDA").as_deref() == Ok("1");
+        let chosen = select(named.as_deref(), ci, cuda, mlx_library);
+        match &chosen {
+            Ok((setups, skipped)) => {
+                let names: Vec<&str> = setups.iter().map(|s| s.name()).collect();
+                for why in skipped {
+                    loud(&format!("SKIPPING A SETUP: {why}"));
+                    report_line(&format!("skipped: {why}"));
+                }
+                loud(&format!("setups: {}", names.join(", ")));
+            }
+            Err(why) => loud(why),
+        }
+        chosen.map(|(setups, _)| setups)
+    })
+}
+
+/// The setups for `$INFER_SETUPS` = `named`, and the reasons for those left out. `strict`
+/// (CI, or any list named) turns a missing MLX library into an error.
+fn select(
+    named: Option<&str>,
+    ci: bool,
+    cuda: bool,
+    mlx: impl Fn() -> std::result::Result<PathBuf, String>,
+) -> std::result::Result<(Vec<Setup>, Vec<String>), String> {
+    let backends: Vec<&str> = match named {
+        Some(list) => {
+            let names: Vec<&str> = list.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+            if names.is_empty() {
+                return Err(format!("INFER_SETUPS={list:?} names no backend (known: {})", SETUP_BACKENDS.join(", ")));
+            }
+            if let Some(bad) = names.iter().find(|n| !SETUP_BACKENDS.contains(n)) {
+                return Err(format!(
+                    "INFER_SETUPS names {bad:?}, not a backend (known: {})",
+                    SETUP_BACKENDS.join(", ")
+                ));
+            }
+            names
+        }
+        None => ["candle", "tch", "mlx"].into_iter().chain(cuda.then_some("cuda")).collect(),
+    };
+    let strict = ci || named.is_some();
+    let (mut setups, mut skipped) = (Vec::new(), Vec::new());
+    for backend in SETUP_BACKENDS.iter().filter(|b| backends.contains(b)) {
+        match *backend {
+            "candle" => setups.extend([Setup::CandleBuiltIn, Setup::CandleLibrary]),
+            "tch" => setups.push(Setup::TchLibrary),
+            "cuda" => setups.push(Setup::TchCuda),
+            _ => match mlx() {
+                Ok(_) => setups.push(Setup::MlxLibrary),
+                Err(why) if strict => {
+                    let by = if ci && named.is_none() { "CI=true" } else { "INFER_SETUPS" };
+                    return Err(format!("{why}; {by} requires the MLX setup"));
+                }
+                Err(why) => skipped.push(why),
+            },
+        }
+    }
+    Ok((setups, skipped))
+}
+
+/// A line on the test binary's real stderr: libtest captures `eprintln!` of passing tests, which
+/// would hide a skipped setup.
+fn loud(line: &str) {
+    use std::io::Write;
+    let exe = test_binary();
+    let _ = writeln!(std::io::stderr().lock(), "infer-tests [{exe}]: {line}");
+}
+
+/// The running test binary's name without cargo's hash (`llm_parity`, `serve`).
+fn test_binary() -> String {
+    let exe = std::env::current_exe().ok();
+    let stem = exe.as_deref().and_then(Path::file_stem).and_then(|s| s.to_str()).unwrap_or("?");
+    match stem.rsplit_once('-') {
+        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => name.to_string(),
+        _ => stem.to_string(),
+    }
+}
+
+fn report_line(what: &str) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("INFER_SETUP_REPORT") else { return };
+    let thread = std::thread::current();
+    let line = format!("{}\t{}\t{what}\n", test_binary(), thread.name().unwrap_or("?"));
+    // One append of one short line: concurrent tests and binaries do not interleave within it.
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = appended {
+        panic!("INFER_SETUP_REPORT {}: {e}", Path::new(&path).display());
+    }
+}
+
+/// Where the repository's plugins.toml expects the MLX plugin library (the entry that provides
+/// the `mlx` backend, `target/release/libinfer_plugin_mlx.so`, which tools/setup_mlx.sh writes
+/// on Linux and docs/backends/mlx.md's macOS steps copy the `.dylib` to): the tests load the
+/// file the `infer` binary would.
 pub fn mlx_library_path() -> PathBuf {
-    repo_root().join("target/release").join(format!(
-        "{}infer_plugin_mlx{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    ))
+    let config_path = repo_root().join("plugins.toml");
+    let config = PluginConfig::from_file(&config_path).unwrap_or_else(|e| panic!("{}: {e}", config_path.display()));
+    let entry = config
+        .plugins
+        .iter()
+        .find(|p| p.backends.iter().any(|b| b == "mlx"))
+        .unwrap_or_else(|| panic!("{} has no plugin entry with backends = [\"mlx\"]", config_path.display()));
+    config.resolve_path(&entry.path)
 }
 
-/// The MLX plugin library, if tools/setup_mlx.sh has built it.
-pub fn mlx_library() -> Option<PathBuf> {
-    let p = mlx_library_path();
-    p.exists().then_some(p)
+/// The MLX plugin library, if tools/setup_mlx.sh has built it since the sources it is made of
+/// last changed; otherwise why not. A library left from an earlier checkout or build would test
+/// old code under the current name.
+pub fn mlx_library() -> std::result::Result<PathBuf, String> {
+    let lib = mlx_library_path();
+    current_library(&lib, &repo_root(), MLX_LIBRARY_SOURCES)?;
+    Ok(lib)
+}
+
+/// What the MLX plugin library is built from (tools/setup_mlx.sh), relative to the repository.
+const MLX_LIBRARY_SOURCES: &[&str] =
+    &["backends/mlx/src", "backends/mlx/library", "backends/mlx/build.rs", "backends/mlx/Cargo.toml", "core"];
+
+/// Ok when `lib` exists and no file of `sources` (under `root`) changed after it was written.
+fn current_library(lib: &Path, root: &Path, sources: &[&str]) -> std::result::Result<(), String> {
+    let built = std::fs::metadata(lib)
+        .and_then(|m| m.modified())
+        .map_err(|_| format!("{} is missing (run tools/setup_mlx.sh to build it)", lib.display()))?;
+    match sources.iter().filter_map(|s| newest_file(&root.join(s))).find(|(_, t)| *t > built) {
+        Some((newer, _)) => Err(format!(
+            "{} is stale: {} changed after it was built (run tools/setup_mlx.sh to rebuild it)",
+            lib.display(),
+            newer.strip_prefix(root).unwrap_or(&newer).display()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The most recently modified file under `path` (itself, if a file), skipping `target` folders.
+fn newest_file(path: &Path) -> Option<(PathBuf, std::time::SystemTime)> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.is_file() {
+        return Some((path.to_path_buf(), meta.modified().ok()?));
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name() != "target")
+        .filter_map(|e| newest_file(&e.path()))
+        .max_by_key(|(_, t)| *t)
 }
 
 /// The workspace's model plugin libraries: the library setups load all of them, so each model's
@@ -238,8 +400,88 @@ pub fn golden(dir: &Path) -> Golden {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Largest absolute difference between two equally long slices.
+/// Largest absolute difference between two equally long slices; infinite where either holds a
+/// NaN or an infinity, so that no tolerance passes a non-finite output.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "length mismatch");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    worst(a.iter().zip(b).map(|(x, y)| (x - y).abs()))
+}
+
+/// The largest of some non-negative errors; infinite when any is NaN or infinite. A fold with
+/// `f32::max` drops NaN (`0.0f32.max(NaN)` is 0), which scored an all-NaN waveform 0.
+pub fn worst(errors: impl IntoIterator<Item = f32>) -> f32 {
+    errors.into_iter().fold(0.0, |m, e| if e.is_finite() { m.max(e) } else { f32::INFINITY })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_finite_values_are_infinitely_far() {
+        let good = [0.5f32, -1.0, 2.0];
+        assert_eq!(max_abs_diff(&good, &[0.5, -1.0, 2.25]), 0.25);
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            assert_eq!(max_abs_diff(&good, &[0.5, bad, 2.0]), f32::INFINITY, "{bad} in ours");
+            assert_eq!(max_abs_diff(&[bad, -1.0, 2.0], &good), f32::INFINITY, "{bad} in the golden");
+            // Both sides equally broken is still broken.
+            assert_eq!(max_abs_diff(&[bad; 3], &[bad; 3]), f32::INFINITY, "{bad} on both sides");
+        }
+        assert_eq!(worst([0.1, f32::NAN, 0.2]), f32::INFINITY);
+        assert_eq!(worst([f32::NAN, 0.2]), f32::INFINITY);
+        assert_eq!(worst(std::iter::empty()), 0.0);
+    }
+
+    fn names(r: std::result::Result<(Vec<Setup>, Vec<String>), String>) -> Vec<&'static str> {
+        r.unwrap().0.into_iter().map(Setup::name).collect()
+    }
+
+    #[test]
+    fn requested_setups_are_required() {
+        let built = || Ok(PathBuf::from("libinfer_plugin_mlx.so"));
+        let absent = || Err("libinfer_plugin_mlx.so is missing".to_string());
+        assert_eq!(
+            names(select(None, false, false, built)),
+            ["candle", "candle-library", "tch-library", "mlx-library"]
+        );
+        assert_eq!(names(select(Some("mlx"), false, false, built)), ["mlx-library"]);
+        assert_eq!(
+            names(select(Some(" tch, candle "), false, false, absent)),
+            ["candle", "candle-library", "tch-library"]
+        );
+        assert_eq!(names(select(Some("cuda"), false, false, absent)), ["cuda"]);
+        // Left out, with its reason, only when nothing asked for it.
+        let (setups, skipped) = select(None, false, false, absent).unwrap();
+        assert_eq!(setups.len(), 3);
+        assert_eq!(skipped, ["libinfer_plugin_mlx.so is missing"]);
+        // A typo, an empty list or a named library that is missing fails instead of running nothing.
+        assert!(select(Some("mxl"), false, false, built).unwrap_err().contains("\"mxl\", not a backend"));
+        assert!(select(Some(" , "), false, false, built).unwrap_err().contains("names no backend"));
+        assert!(select(Some("candle,mlx"), false, false, absent).unwrap_err().contains("INFER_SETUPS requires"));
+        assert!(select(None, true, false, absent).unwrap_err().contains("CI=true requires"));
+    }
+
+    #[test]
+    fn a_library_older_than_its_sources_is_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, lib) = (dir.path(), dir.path().join("target/release/libx.so"));
+        let src = root.join("backend/src/deep/ops.rs");
+        let at = |path: &Path, secs| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+            let t = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            std::fs::File::options().write(true).open(path).unwrap().set_modified(t).unwrap();
+        };
+        at(&src, 2_000);
+        assert!(current_library(&lib, root, &["backend"]).unwrap_err().contains("is missing"));
+        at(&lib, 3_000);
+        current_library(&lib, root, &["backend"]).unwrap();
+        at(&src, 4_000);
+        let why = current_library(&lib, root, &["backend"]).unwrap_err();
+        assert!(why.contains("is stale: backend/src/deep/ops.rs changed after it was built"), "{why}");
+        // A build folder inside the sources does not count.
+        at(&src, 2_000);
+        at(&root.join("backend/target/debug/x.o"), 5_000);
+        current_library(&lib, root, &["backend"]).unwrap();
+    }
 }

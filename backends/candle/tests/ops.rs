@@ -722,7 +722,16 @@ fn quantized_linear_embedding_and_dequantize() {
         assert_eq!(y.dims(), &[1, 3, n]);
         let got = y.to_vec_f32().unwrap();
         let want_deq = naive_linear(&vx, &vdeq, None, 3, k, n);
-        let err = |want: &[f32]| got.iter().zip(want).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale;
+        // NaN anywhere is an infinite error (f32::max alone drops NaN).
+        let err = |want: &[f32]| {
+            got.iter().zip(want).map(|(g, w)| (g - w).abs()).fold(0f32, |m, d| {
+                if d.is_finite() {
+                    m.max(d)
+                } else {
+                    f32::INFINITY
+                }
+            }) / scale
+        };
         assert!(err(&want_deq) < 0.01, "{dt}: kernel error {} vs dequantized weight", err(&want_deq));
         assert!(err(&want_f32) < tol_orig, "{dt}: error {} vs f32 weight", err(&want_f32));
         // decode-shaped input (one row), bf16 activations, and a bias

@@ -50,7 +50,9 @@ fn quantized(dtype: DType, g: GgmlDType, rows: usize, cols: usize) -> (GgmlMatri
 
 fn max_rel(a: &[f32], b: &[f32]) -> f32 {
     let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
-    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
+    // NaN or infinity anywhere is an infinite error (f32::max alone drops NaN).
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, |m, d| if d.is_finite() { m.max(d) } else { f32::INFINITY })
+        / scale
 }
 
 #[test]
