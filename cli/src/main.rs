@@ -21,12 +21,16 @@ use infer_voxtral_tts as _;
 #[derive(Parser)]
 #[command(name = "infer", version, about = "Run LLMs and speech models on pluggable backends")]
 struct Cli {
-    /// Plugin configuration. Default: $INFER_CONFIG, else plugins.toml in the current directory or
-    /// an ancestor, else ~/.config/infer/plugins.toml ($XDG_CONFIG_HOME), else plugins.toml beside
-    /// the executable (`infer plugins` shows which). Give it before the command
+    /// Plugin configuration. Default: $INFER_CONFIG, else ~/.config/infer/plugins.toml
+    /// ($XDG_CONFIG_HOME), else plugins.toml beside the executable, each read only when you or
+    /// root own it and nobody else may write it (`infer plugins` shows which). A plugins.toml in
+    /// the working directory is read only when named here. Give it before the command
     /// (`infer --config FILE run ...`): `serve --config` is the server's.
     #[arg(long, env = "INFER_CONFIG")]
     config: Option<PathBuf>,
+    /// Say on stderr which configuration was read and every plugin library loaded.
+    #[arg(short, long, global = true)]
+    verbose: bool,
     /// CPU threads for the compute backends (candle, libtorch). Default: every core, or
     /// $CANDLE_NUM_THREADS / $RAYON_NUM_THREADS / $INFER_TCH_THREADS where set; this flag
     /// overrides them.
@@ -102,6 +106,27 @@ fn set_thread_count(n: usize) {
     }
 }
 
+/// `-v`: the configuration file, a working-directory one left unread, and each library loaded.
+fn say_what_was_loaded(registry: &infer_core::Registry) {
+    let source = registry.config().source.as_deref();
+    match source {
+        Some(p) => eprintln!("infer: config {}", p.display()),
+        None => eprintln!("infer: no config file: built-in plugins only"),
+    }
+    if let Some(local) = infer_core::PluginConfig::working_dir_config().filter(|l| Some(l.as_path()) != source) {
+        eprintln!(
+            "infer: not read: {} (a working directory's plugins.toml is read only with --config)",
+            local.display()
+        );
+    }
+    for lib in registry.libraries() {
+        eprintln!("infer: loaded plugin library {}", lib.display());
+    }
+    for skipped in registry.skipped_libraries() {
+        eprintln!("infer: skipped optional plugin library: {skipped}");
+    }
+}
+
 fn main() -> ExitCode {
     // Die quietly on a closed pipe (`infer plugins | head`) as other command-line tools do,
     // instead of panicking in println!.
@@ -132,6 +157,9 @@ fn main() -> ExitCode {
             set_thread_count(n);
         }
         let registry = infer_core::Registry::discover_for(cli.config.as_deref(), cli.command.backend_need())?;
+        if cli.verbose {
+            say_what_was_loaded(&registry);
+        }
         match cli.command {
             Command::Run(args) => commands::run::run(&registry, args),
             Command::Chat(args) => commands::chat::run(&registry, args),

@@ -156,33 +156,86 @@ fn help_names_each_commands_default_model() {
     }
 }
 
+/// `infer plugins --json` run in `cwd` with no `--config` / `$INFER_CONFIG` and `xdg` as the
+/// user's config folder.
+fn plugins_in(cwd: &Path, xdg: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_infer"))
+        .args(["plugins", "--json"])
+        .args(extra)
+        .current_dir(cwd)
+        .env_remove("INFER_CONFIG")
+        .env("XDG_CONFIG_HOME", xdg)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn plugins_says_which_config_file_it_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("plugins.toml");
-    std::fs::write(&cfg, "default_backends = [\"candle\"]\n").unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_infer"))
-        .args(["plugins"])
-        .current_dir(dir.path())
-        .env_remove("INFER_CONFIG")
-        .output()
-        .unwrap();
-    assert!(stdout(&o).contains(&format!("config: {}", cfg.display())), "{}", stdout(&o));
-    // Outside any tree holding one, the user's config directory is next.
-    let elsewhere = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let user_cfg = home.path().join("infer/plugins.toml");
     std::fs::create_dir_all(user_cfg.parent().unwrap()).unwrap();
     std::fs::write(&user_cfg, "").unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_infer"))
-        .args(["plugins", "--json"])
-        .current_dir(elsewhere.path())
-        .env_remove("INFER_CONFIG")
-        .env("XDG_CONFIG_HOME", home.path())
-        .output()
-        .unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let o = plugins_in(elsewhere.path(), home.path(), &[]);
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(v["config"], user_cfg.display().to_string());
+    let o =
+        Command::new(env!("CARGO_BIN_EXE_infer")).args(["--config", user_cfg.to_str().unwrap(), "plugins"]).output();
+    assert!(stdout(&o.unwrap()).contains(&format!("config: {}", user_cfg.display())));
+}
+
+/// A downloaded folder that ships a plugins.toml and a library: running infer inside it loads
+/// nothing of it (the library's constructors would run at dlopen, before any check).
+#[test]
+fn a_plugins_toml_in_the_working_directory_is_not_read() {
+    let repo = tempfile::tempdir().unwrap();
+    let lib = plugin_library("infer_example_bigram");
+    std::fs::write(repo.path().join("plugins.toml"), format!("[[plugin]]\npath = {lib:?}\n")).unwrap();
+    let inner = repo.path().join("sub");
+    std::fs::create_dir(&inner).unwrap();
+    let no_home = tempfile::tempdir().unwrap();
+    for cwd in [repo.path(), inner.as_path()] {
+        let o = plugins_in(cwd, no_home.path(), &["-v"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        assert_eq!(v["config"], serde_json::Value::Null, "{v}");
+        assert!(!stdout(&o).contains("bigram"), "the working directory's library was loaded: {v}");
+        let err = stderr(&o);
+        assert!(err.contains("not read: ") && err.contains("plugins.toml") && err.contains("--config"), "{err}");
+        assert!(!err.contains("loaded plugin library"), "{err}");
+    }
+    // Named, it is read, and -v names the library it loaded.
+    let cfg = repo.path().join("plugins.toml");
+    let o = Command::new(env!("CARGO_BIN_EXE_infer"))
+        .args(["-v", "--config", cfg.to_str().unwrap(), "plugins", "--json"])
+        .output()
+        .unwrap();
+    assert!(stdout(&o).contains("bigram"), "{}", stdout(&o));
+    assert!(stderr(&o).contains(&format!("infer: loaded plugin library {}", lib.display())), "{}", stderr(&o));
+}
+
+/// The user's config file is read only while nobody else may change it.
+#[test]
+fn a_discovered_config_others_may_write_is_refused_with_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let cfg = home.path().join("infer/plugins.toml");
+    std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    std::fs::set_permissions(cfg.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&cfg, format!("[[plugin]]\npath = {:?}\n", plugin_library("infer_example_bigram"))).unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    for mode in [0o666, 0o664] {
+        std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(mode)).unwrap();
+        let o = plugins_in(cwd.path(), home.path(), &[]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "mode {mode:o}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.starts_with("error: ") && err.contains("not trusted") && err.contains("chmod go-w"), "{err}");
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    }
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = plugins_in(cwd.path(), home.path(), &[]);
+    assert!(o.status.success() && stdout(&o).contains("bigram"), "{}", stderr(&o));
 }
 
 #[test]

@@ -206,6 +206,20 @@ impl Registry {
         &self.models
     }
 
+    /// The plugin libraries that registered a plugin, each once.
+    pub fn libraries(&self) -> Vec<&Path> {
+        let origins = self.backends.iter().map(|b| &b.origin).chain(self.models.iter().map(|m| &m.origin));
+        let mut out: Vec<&Path> = Vec::new();
+        for o in origins {
+            if let Origin::Library(p) = o {
+                if !out.contains(&p.as_path()) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
     /// Optional plugin libraries that failed to load, with their errors.
     pub fn skipped_libraries(&self) -> &[String] {
         &self.skipped

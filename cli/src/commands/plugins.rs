@@ -4,9 +4,9 @@ use anyhow::Result;
 use clap::Args;
 use infer_core::Registry;
 
-/// The configuration file is the first of: --config, $INFER_CONFIG, plugins.toml in the current
-/// directory or an ancestor, $XDG_CONFIG_HOME/infer/plugins.toml (~/.config/infer/plugins.toml),
-/// plugins.toml beside the infer executable.
+/// The configuration file is the first of: --config, $INFER_CONFIG,
+/// $XDG_CONFIG_HOME/infer/plugins.toml (~/.config/infer/plugins.toml), plugins.toml beside the
+/// infer executable. A plugins.toml in the working directory is read only when named.
 #[derive(Args, Debug)]
 pub struct PluginsArgs {
     /// Print JSON instead of a table.
