@@ -11,11 +11,12 @@
 
 use abi_stable::std_types::{RResult, RSlice, RStr, RVec};
 use infer_core::audio::{CodebookSampling, SpeechOptions};
+use infer_core::text::tokenizer::Tokenizer;
 use infer_core::{
     Backend, BackendImpl, CancelToken, DType, DeviceInfo, FfiError, LoadConfig, MemoryStats, Op, Registry, TensorObj,
 };
 use infer_qwen3_tts::generator::{CodeGenerator, CodeRequest};
-use infer_qwen3_tts::prompt::SpeakerPrompt;
+use infer_qwen3_tts::prompt::{self, InContext, PromptParts, SpeakerPrompt};
 use infer_tests::fixture;
 use serde::Deserialize;
 
@@ -38,6 +39,15 @@ struct Case {
 }
 
 const FRAMES: usize = 23;
+/// The least Pearson correlation of q8_0's logits with f32's on the same input (the prompt's
+/// end for the talker, the first frame's codes forced for the code predictor), every case.
+/// Measured (candle, x86): talker 0.99950, code predictor 0.99696 on each kernel path (AVX-512,
+/// AVX2 and scalar alike: at these widths the products are a block or two of exact integer sums,
+/// so the quantizer's rounding, the same on every path, is what moves them). The bounds allow
+/// 4x and 3.3x that 1 - r; a quantizer that truncated instead of rounding (0.99955, 0.98389)
+/// fails the code predictor's, where the agreement below still passed (154 codes).
+const MIN_TALKER_R: f64 = 0.998;
+const MIN_PREDICTOR_R: f64 = 0.99;
 
 fn greedy() -> SpeechOptions {
     SpeechOptions {
@@ -49,26 +59,84 @@ fn greedy() -> SpeechOptions {
     }
 }
 
+fn speaker(g: &Goldens, case: &Case) -> SpeakerPrompt {
+    match case.speaker.as_deref() {
+        None => SpeakerPrompt::None,
+        Some("wav") => SpeakerPrompt::XVector(g.wav_speaker.clone()),
+        Some(_) => SpeakerPrompt::XVector(g.random_speaker.clone()),
+    }
+}
+
 /// Greedy codes of every golden case.
 fn all_codes(generator: &CodeGenerator, g: &Goldens) -> Vec<Vec<Vec<u32>>> {
     g.cases
         .iter()
         .map(|case| {
-            let speaker = match case.speaker.as_deref() {
-                None => SpeakerPrompt::None,
-                Some("wav") => SpeakerPrompt::XVector(g.wav_speaker.clone()),
-                Some(_) => SpeakerPrompt::XVector(g.random_speaker.clone()),
-            };
             let req = CodeRequest {
                 text: &case.text,
                 language: Some(&case.language),
-                speaker,
+                speaker: speaker(g, case),
                 in_context: case.ref_text.as_deref().map(|t| (t, case.ref_codes.clone().unwrap())),
                 non_streaming: case.non_streaming,
             };
             generator.generate(&req, &greedy(), &CancelToken::new(), &mut |_| true).unwrap()
         })
         .collect()
+}
+
+/// The talker's logits at the end of `case`'s prompt, then the code predictor's for each code
+/// of the first frame with that frame's codes forced to `frame` (the f32 run's): what the two
+/// models compute on the same input, before greedy decoding parts them.
+fn first_frame_logits(generator: &CodeGenerator, g: &Goldens, case: &Case, frame: &[u32]) -> Vec<Vec<f32>> {
+    let t = &generator.cfg.talker_config;
+    let in_context = case.ref_text.as_deref().map(|text| InContext {
+        // The reference transcript as `CodeGenerator::generate` wraps it.
+        ref_ids: generator.tokenizer.encode(&format!("<|im_start|>assistant\n{text}<|im_end|>\n"), false).unwrap(),
+        ref_codes: case.ref_codes.clone().unwrap(),
+    });
+    let parts = PromptParts {
+        text_ids: &generator.text_ids(&case.text).unwrap(),
+        language_id: t.codec_language_id.get(&case.language).copied(),
+        speaker: &speaker(g, case),
+        in_context: in_context.as_ref(),
+        non_streaming: case.non_streaming,
+    };
+    let prompt = prompt::build(&generator.cfg, &generator.talker, &generator.predictor, &parts).unwrap();
+    let (hidden, logits) = generator.talker.forward(&prompt.prefill, &mut generator.talker.new_cache()).unwrap();
+    let mut all = vec![logits];
+    let first = generator.talker.codec_embed(&frame[..1]).unwrap();
+    let mut cache = generator.predictor.new_cache();
+    let mut forced = |group: usize, l: &mut [f32]| {
+        all.push(l.to_vec());
+        frame[group + 1]
+    };
+    generator.predictor.predict(&hidden, &first, &mut cache, &mut forced).unwrap();
+    all
+}
+
+/// Pearson's correlation of two equally long slices (in f64); NaN where either holds a NaN or
+/// is constant, which no bound passes.
+fn pearson(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    let n = a.len() as f64;
+    let mean = |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
+    let (ma, mb) = (mean(a), mean(b));
+    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (dx, dy) = (f64::from(x) - ma, f64::from(y) - mb);
+        ab += dx * dy;
+        aa += dx * dx;
+        bb += dy * dy;
+    }
+    if aa == 0.0 || bb == 0.0 {
+        return f64::NAN;
+    }
+    ab / (aa * bb).sqrt()
+}
+
+/// The least of some correlations; NaN when any is (`f64::min` drops NaN).
+fn least(rs: impl IntoIterator<Item = f64>) -> f64 {
+    rs.into_iter().fold(1.0, |m, r| if m.is_nan() || r.is_nan() { f64::NAN } else { m.min(r) })
 }
 
 /// Codes (frame after frame) before the first that differs.
@@ -80,10 +148,12 @@ fn agreeing_prefix(a: &[Vec<u32>], b: &[Vec<u32>]) -> usize {
 fn q8_0_codes_follow_f32_on_the_tiny_fixtures() {
     let backend = Registry::builtin().unwrap().backend(Some("candle"), None).unwrap();
     let (mut agreeing, mut total, mut differing_cases) = (0, 0, 0);
+    let (mut talker_r, mut predictor_r) = (1f64, 1f64);
     for model in ["qwen3-tts/small", "qwen3-tts/mtp"] {
         let dir = fixture(model);
         let g: Goldens = serde_json::from_str(&std::fs::read_to_string(dir.join("goldens.json")).unwrap()).unwrap();
-        let f32_codes = all_codes(&CodeGenerator::load(&dir, &backend, DType::F32, None).unwrap(), &g);
+        let f32_gen = CodeGenerator::load(&dir, &backend, DType::F32, None).unwrap();
+        let f32_codes = all_codes(&f32_gen, &g);
         let q8 = CodeGenerator::load(&dir, &backend, DType::F32, Some(DType::Q8_0)).unwrap();
         let q8_codes = all_codes(&q8, &g);
         for ((case, a), b) in g.cases.iter().zip(&f32_codes).zip(&q8_codes) {
@@ -97,13 +167,30 @@ fn q8_0_codes_follow_f32_on_the_tiny_fixtures() {
             agreeing += n;
             total += all;
             differing_cases += usize::from(n < all || a.len() != b.len());
+            let (want, got) = (first_frame_logits(&f32_gen, &g, case, &a[0]), first_frame_logits(&q8, &g, case, &a[0]));
+            let rs: Vec<f64> = want.iter().zip(&got).map(|(w, q)| pearson(q, w)).collect();
+            eprintln!(
+                "{what}: q8_0 logits' correlation with f32's: talker {:.6}, code predictor {:.6}",
+                rs[0],
+                least(rs[1..].iter().copied())
+            );
+            talker_r = least([talker_r, rs[0]]);
+            predictor_r = least([predictor_r, least(rs[1..].iter().copied())]);
         }
     }
+    eprintln!("q8_0 logits' least correlation with f32's: talker {talker_r:.6}, code predictor {predictor_r:.6}");
     eprintln!("q8_0 = f32 for the first {agreeing} of {total} codes ({differing_cases} cases part)");
-    // Measured (candle, x86 AVX-512): 244 of 4016 codes, 0 to 82 a case, 11 of 12 cases agreeing on
-    // at least their first code. Weights that quantized to garbage would agree on next to none
-    // (1 in 2048 by chance); half the measured figure leaves room for other CPUs' kernels.
+    // Measured (candle, x86): 244 of 4016 codes on each kernel path (AVX-512, AVX2 and scalar give
+    // the same codes), 0 to 82 a case, 11 of 12 cases agreeing on at least their first code.
+    // Weights that quantized to garbage would agree on next to none (1 in 2048 by chance); half
+    // the measured figure leaves room for other CPUs' kernels.
     assert!(agreeing >= 120, "q8_0 agrees with f32 on the first {agreeing} of {total} codes (measured 244)");
+    // What the agreement cannot see (one near tie ends it, and a mildly wrong quantizer can keep
+    // to it): on the same input, the logits must follow f32's closely.
+    assert!(
+        talker_r >= MIN_TALKER_R && predictor_r >= MIN_PREDICTOR_R,
+        "q8_0 logits correlate with f32's by only {talker_r} (talker), {predictor_r} (code predictor)"
+    );
     // The weights were quantized: some case parts from f32 (with f32 weights none could).
     assert!(differing_cases > 0, "q8_0 codes equal f32's everywhere: were the weights quantized?");
 }
