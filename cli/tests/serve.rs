@@ -20,6 +20,8 @@ use serde_json::Value;
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
 const QWEN: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 const KEY: &str = "test-key-123";
+/// The server's count of generations cancelled by a client disconnect (server/src/metrics.rs).
+const CANCELLED: &str = "infer_cancelled_requests_total{";
 
 fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_infer")
@@ -97,10 +99,8 @@ impl Server {
         self.log.lock().unwrap().clone()
     }
 
-    /// SIGTERM, then the exit status once it drained.
-    fn terminate(&mut self) -> ExitStatus {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+    /// The exit status once the server stopped by itself (after a SIGTERM someone sent it).
+    fn wait_exit(&mut self) -> ExitStatus {
         let start = Instant::now();
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
@@ -242,32 +242,48 @@ fn http_get(base: &str, path: &str) -> String {
     out
 }
 
-/// The value of a metric line that starts with `prefix`.
+/// The value of the metric line that starts with `prefix`; a page without one fails the test
+/// (a renamed or never-created metric must not read as 0).
 fn metric(page: &str, prefix: &str) -> f64 {
-    page.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()).map_or(0.0, |v| v.parse().unwrap())
+    let line = page
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no metric line starts with {prefix:?} on the metrics page:\n{page}"));
+    line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no value in {line:?}"))
 }
 
+/// The metrics page once no slot is taken and nothing waits for one.
+fn idle_metrics(server: &Server) -> String {
+    let start = Instant::now();
+    loop {
+        let page = http_get(&server.base, "/metrics");
+        if metric(&page, "infer_active_slots{") == 0.0 && metric(&page, "infer_queue_depth{") == 0.0 {
+            return page;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "slots still held after the load:\n{page}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The client sends SIGTERM the moment the first token of its stream arrives: token chunks came
+/// both before and after the signal (it landed mid-generation), the stream still ends whole, and
+/// the server exits cleanly afterwards.
 #[test]
 fn sigterm_drains_in_flight_requests() {
     let model = model_file(GEMMA);
     let mut server = Server::start(&["--model", model.to_str().unwrap()]);
     let prompt = "A short story about a lighthouse keeper:";
-    let client = Command::new(python())
-        .arg(repo_root().join("cli/tests/serve_client.py"))
-        .args([&server.base, "none", "completion", "gemma-3-270m-q4_k_m", prompt, "48", "stream"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while metric(&http_get(&server.base, "/metrics"), "infer_active_slots{") < 1.0 {
-        assert!(start.elapsed() < Duration::from_secs(60), "the request never started: {}", server.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let status = server.terminate();
-    let o = client.wait_with_output().unwrap();
-    assert!(o.status.success(), "client: {}", stderr(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pid = server.child.id().to_string();
+    let v = server.client("none", "completion-sigterm", &["gemma-3-270m-q4_k_m", prompt, "48", &pid]);
+    let status = server.wait_exit();
+    let tokens = |after: bool| {
+        v["chunks"].as_array().unwrap().iter().filter(|c| c["after_signal"] == after && c["text"] != "").count()
+    };
+    let (before, after) = (tokens(false), tokens(true));
+    assert!(
+        before >= 1 && after >= 1,
+        "the signal did not land mid-stream: {before} token chunk(s) before it, {after} after: {v}"
+    );
     assert_eq!(v["finish_reason"], "length", "the in-flight stream was completed: {v}");
     assert_eq!(v["text"], run_text(GEMMA, prompt, 48, false));
     assert!(status.success(), "exit status {status}: {}", server.log());
@@ -368,9 +384,15 @@ fn rss_bytes(pid: u32) -> u64 {
     kb * 1024
 }
 
-/// 64 concurrent streaming chats on 8 slots with every fourth dropped after a few chunks:
-/// every completed stream equals that prompt's greedy output alone, nothing is lost, the
-/// cancelled ones free their slots, and memory settles back near where one warm-up round left it.
+/// How many streams a `load` round closed before they finished.
+fn dropped_streams(load: &Value) -> usize {
+    load["results"].as_array().unwrap().iter().filter(|r| r["cancelled"] == true).count()
+}
+
+/// 64 concurrent streaming chats on 8 slots with every fourth (a long generation) dropped after a
+/// few chunks: every completed stream equals that prompt's greedy output alone, nothing is lost,
+/// the server counts each dropped stream as cancelled and frees its slot, and memory settles back
+/// near where one warm-up round left it.
 #[test]
 fn load_concurrent_streams_with_cancellations() {
     const N: usize = 64;
@@ -384,13 +406,24 @@ fn load_concurrent_streams_with_cancellations() {
     let warm = server.client("none", "load", &[name, &N.to_string(), MAX_TOKENS]);
     assert_eq!(warm["results"].as_array().unwrap().len(), N, "{warm}");
     let baseline = rss_bytes(server.child.id());
+    // Nothing else ran on this server: once idle, it counted exactly the streams the warm-up
+    // dropped (a dropped stream asks for far more tokens than it reads, so none of them finished
+    // on the server first).
+    let page = idle_metrics(&server);
+    let cancelled_before = metric(&page, CANCELLED);
+    let warm_dropped = dropped_streams(&warm);
+    assert_eq!(cancelled_before, warm_dropped as f64, "cancellations for {warm_dropped} dropped streams:\n{page}");
 
     let v = server.client("none", "load", &[name, &N.to_string(), MAX_TOKENS]);
     let results = v["results"].as_array().unwrap();
     assert_eq!(results.len(), N, "{v}");
-    // The client ran each completed prompt alone afterwards, one request at a time.
     for r in results {
         assert!(r.get("error").is_none(), "a request failed: {r}\n{}", server.log());
+    }
+    let dropped = dropped_streams(&v);
+    assert_eq!(dropped, N / 4, "the client closed every fourth stream before it finished: {v}");
+    // The client ran each completed prompt alone afterwards, one request at a time.
+    for r in results {
         if r["cancelled"] == true {
             continue;
         }
@@ -398,18 +431,14 @@ fn load_concurrent_streams_with_cancellations() {
         assert_eq!(r["text"], v["solo"][prompt], "{prompt}: a completed stream differs from its solo output");
         assert_eq!(r["finish_reason"], "length", "{r}");
     }
-    let cancelled = results.iter().filter(|r| r["cancelled"] == true).count();
-    assert_eq!(cancelled, N / 4, "{v}");
-    // Cancelled sequences leave the batch within a step: no slot stays taken, nothing waits.
-    let start = Instant::now();
-    loop {
-        let page = http_get(&server.base, "/metrics");
-        if metric(&page, "infer_active_slots{") == 0.0 && metric(&page, "infer_queue_depth{") == 0.0 {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "slots still held after the load:\n{page}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Cancelled sequences leave the batch within a step: no slot stays taken, nothing waits;
+    // and the server saw each stream of this round that the client dropped go.
+    let page = idle_metrics(&server);
+    let cancelled = metric(&page, CANCELLED) - cancelled_before;
+    assert_eq!(
+        cancelled, dropped as f64,
+        "the server's cancellations over the round, for {dropped} dropped streams:\n{page}"
+    );
     let after = rss_bytes(server.child.id());
     // KV caches of 8 slots of a few dozen positions are a few MB; a leak of 64 requests' worth
     // of caches, decoders and buffers would not fit under this bound.

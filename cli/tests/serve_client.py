@@ -7,6 +7,8 @@ Prints one JSON object with what the case observed; the Rust test compares it.
 
 import asyncio
 import json
+import os
+import signal
 import sys
 import time
 
@@ -69,6 +71,22 @@ def case_completion(c, model, prompt, max_tokens, stream):
         return {"text": text, "finish_reason": finish}
     r = c.completions.create(**kw)
     return {"text": r.choices[0].text, "finish_reason": r.choices[0].finish_reason, "usage": r.usage.model_dump()}
+
+
+def case_completion_sigterm(c, model, prompt, max_tokens, pid):
+    """A streamed completion that sends SIGTERM to the server (process `pid`) as soon as its
+    first token chunk arrived; every chunk is recorded with whether it came after the signal."""
+    kw = dict(model=model, prompt=prompt, temperature=0, max_tokens=int(max_tokens), seed=1)
+    text, finish, chunks, signalled = "", None, [], False
+    for chunk in c.completions.create(stream=True, **kw):
+        piece = chunk.choices[0].text
+        text += piece
+        finish = chunk.choices[0].finish_reason or finish
+        chunks.append({"text": piece, "after_signal": signalled})
+        if piece and not signalled:
+            os.kill(int(pid), signal.SIGTERM)
+            signalled = True
+    return {"text": text, "finish_reason": finish, "chunks": chunks}
 
 
 def case_speech(c, model, out_dir):
@@ -163,23 +181,33 @@ def case_auth(base, key):
     }
 
 
+# What a stream the client drops asks for (with `ignore_eos`): far more than the few chunks it
+# reads, so the server is still generating it when the connection closes.
+CANCELLED_MAX_TOKENS = 256
+
+
 async def case_load(base, key, model, n, max_tokens):
-    """`n` concurrent streaming chats over 16 distinct prompts; every fourth is dropped after a
-    few chunks. Then each prompt that completed is run alone, one at a time, for reference."""
+    """`n` concurrent streaming chats over 16 distinct prompts; every fourth asks for a long
+    generation and is dropped after a few chunks. Then each prompt that completed is run alone,
+    one at a time, for reference. `cancelled` is true for a stream closed before it finished."""
     c = openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0, timeout=600)
     prompts = [f"Count from {i % 16} to {i % 16 + 20}, one number per line." for i in range(int(n))]
 
     async def one(i, cancel):
+        if cancel:
+            limits = {"max_tokens": CANCELLED_MAX_TOKENS, "extra_body": {"ignore_eos": True}}
+        else:
+            limits = {"max_tokens": int(max_tokens)}
         stream = await c.chat.completions.create(
             model=model, messages=[{"role": "user", "content": prompts[i]}], temperature=0,
-            max_tokens=int(max_tokens), stream=True)
+            stream=True, **limits)
         text, chunks, finish = "", 0, None
         async for chunk in stream:
             chunks += 1
             for ch in chunk.choices:
                 text += ch.delta.content or ""
                 finish = ch.finish_reason or finish
-            if cancel and chunks >= 3:
+            if cancel and chunks >= 3 and finish is None:
                 await stream.close()
                 return {"prompt": prompts[i], "cancelled": True, "text": text}
         return {"prompt": prompts[i], "cancelled": False, "text": text, "finish_reason": finish}
