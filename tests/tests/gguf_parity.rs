@@ -142,7 +142,7 @@ fn qwen25_coder_05b_matches_llama_cpp() {
 /// rounding than llama.cpp's quantized dot products (activations rounded to 8 bits per block),
 /// within the same near-tie bounds. Measured: 2/5 prompts with all 32 free-running ids
 /// identical, teacher-forced agreement 156/160, worst gap 0.262, top-10 logits max |Δ| 0.671
-/// (candle: 3/5, 157/160, 0.214, 0.534).
+/// (candle, AVX-512 kernels: 3/5, 154/160, 0.143, 0.472).
 #[test]
 fn gemma3_270m_matches_llama_cpp_on_mlx() {
     if Setup::MlxLibrary.covered() {
