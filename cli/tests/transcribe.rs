@@ -144,21 +144,40 @@ fn resampled_and_stereo_wavs_are_transcribed() {
     let wav8 = tmp.path().join("speech_8k.wav");
     write_wav(&wav8, &resample(&speech, 8_000).unwrap().samples, 8_000, 1);
 
-    for wav in [&wav48, &wav8] {
+    // The tiny random model's argmax is a near tie at almost every step, so resampling moves the
+    // ids off the original's. Measured against the original 16 kHz recording: the 48 kHz stereo
+    // file agrees at 13 of the 52 steps, the first 3 in a row; the 8 kHz file at 12, none in a
+    // row. Unrelated audio of the same length agrees at about 10 (the original time-reversed),
+    // none in a row (tests/tests/voxtral_realtime.rs measures these). So the 48 kHz file must keep
+    // >= 10 (3 steps' margin) and its first 2 (1 step's); the 8 kHz file has lost everything above
+    // 4 kHz and agrees only at chance: only its step count is compared with the original's.
+    for (wav, min_prefix, min_agree) in [(&wav48, 2, 10), (&wav8, 0, 0)] {
         let name = wav.file_name().unwrap().to_string_lossy().into_owned();
-        let loaded = read_audio(wav).unwrap();
-        // The same audio at 16 kHz, written losslessly: what the binary must be transcribing.
-        let at16 = resample(&loaded.audio, 16_000).unwrap();
+        // The same audio at 16 kHz, written losslessly: what the binary must be transcribing. Its
+        // channels are averaged here, from the 16-bit samples the file holds.
+        let mut reader = hound::WavReader::open(wav).unwrap();
+        let (rate, channels) = (reader.spec().sample_rate, reader.spec().channels as usize);
+        let interleaved: Vec<f32> = reader.samples::<i16>().map(|s| s.unwrap() as f32 / 32768.0).collect();
+        let mono: Vec<f32> =
+            interleaved.chunks_exact(channels).map(|f| f.iter().sum::<f32>() / channels as f32).collect();
+        let at16 = resample(&Audio { samples: mono, sample_rate: rate }, 16_000).unwrap();
         let wav16 = tmp.path().join(format!("{name}.16k.wav"));
         write_wav_f32(&wav16, &at16);
         let (ours, reference) = (text_of(wav), text_of(&wav16));
         assert_eq!(ours["text"], reference["text"], "{name}: text vs the same audio at 16 kHz");
         assert_eq!(ids(&ours), ids(&reference), "{name}: ids vs the same audio at 16 kHz");
-        // Against the original 16 kHz recording the step count is the same; the ids are not:
-        // the tiny random model's argmax flips on the resampler's band-limiting and 16-bit rounding.
-        assert_eq!(ids(&ours).len(), g.cases[0].greedy.len(), "{name}: decoder steps");
         let secs = ours["metrics"]["audio_seconds"].as_f64().unwrap();
         assert!((secs - speech.duration_secs()).abs() < 1e-3, "{name}: {secs} s");
+        // Against the original 16 kHz recording: the same step count, and the agreement measured.
+        let (ours, original) = (ids(&ours), &g.cases[0].greedy);
+        assert_eq!(ours.len(), original.len(), "{name}: decoder steps");
+        let prefix = ours.iter().zip(original).take_while(|(a, b)| a == b).count();
+        let agree = ours.iter().zip(original).filter(|(a, b)| a == b).count();
+        eprintln!("{name}: agrees with the 16 kHz original at {agree} of {} steps, the first {prefix}", original.len());
+        assert!(
+            prefix >= min_prefix && agree >= min_agree,
+            "{name}: agrees with the 16 kHz original at {agree} steps (>= {min_agree}), the first {prefix} (>= {min_prefix})"
+        );
     }
 }
 
