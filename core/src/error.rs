@@ -36,6 +36,12 @@ pub enum Error {
     Unsupported(String),
     #[error("panic inside {0}")]
     Panic(String),
+    /// A third-party reader of untrusted bytes (an audio decoder, a pickle reader) panicked and
+    /// [`catch_panic`] caught it: a bad input, told apart from the reader's ordinary refusals.
+    /// `input` says what was read and what it is not ("x.wav: not a readable audio file"),
+    /// `panic` what panicked and its message. Made by [`Error::into_reader_panic`].
+    #[error("{input} ({panic})")]
+    ReaderPanic { input: String, panic: String },
     #[error("cancelled")]
     Cancelled,
     /// An error rebuilt from the FFI form: its message already names the place.
@@ -64,6 +70,15 @@ impl Error {
     }
     pub fn unsupported(message: impl Into<String>) -> Self {
         Error::Unsupported(message.into())
+    }
+    /// For the result of [`catch_panic`] around a reader of untrusted input: its caught
+    /// [`Error::Panic`] becomes [`Error::ReaderPanic`] on `input` (called only then); any other
+    /// error is returned as it is.
+    pub fn into_reader_panic(self, input: impl FnOnce() -> String) -> Self {
+        match self {
+            Error::Panic(panic) => Error::ReaderPanic { input: input(), panic },
+            other => other,
+        }
     }
 }
 
@@ -109,6 +124,8 @@ impl From<Error> for FfiError {
             Error::InvalidInput(_) => ErrorKind::InvalidInput,
             Error::Unsupported(_) => ErrorKind::Unsupported,
             Error::Panic(_) => ErrorKind::Panic,
+            // The input was bad; the reader survived.
+            Error::ReaderPanic { .. } => ErrorKind::InvalidInput,
             Error::Cancelled => ErrorKind::Cancelled,
             Error::Located(_) => ErrorKind::Checkpoint,
         };
@@ -155,5 +172,34 @@ pub fn catch_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
                 .unwrap_or_else(|| "unknown panic payload".into());
             Err(Error::Panic(format!("{what}: {msg}")))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_readers_caught_panic_is_its_own_kind() {
+        let read = |fail: bool| {
+            catch_panic("the decoder panicked", || {
+                if fail {
+                    panic!("shift overflow")
+                } else {
+                    Err::<(), _>(Error::invalid("x"))
+                }
+            })
+            .map_err(|e| e.into_reader_panic(|| "x.wav: not a readable audio file".into()))
+        };
+        let Err(err) = read(true) else { unreachable!() };
+        assert!(matches!(err, Error::ReaderPanic { .. }), "{err:?}");
+        assert_eq!(err.to_string(), "x.wav: not a readable audio file (the decoder panicked: shift overflow)");
+        let ffi = FfiError::from(err);
+        assert_eq!(
+            (ffi.kind, ffi.message.as_str()),
+            (ErrorKind::InvalidInput, "x.wav: not a readable audio file (the decoder panicked: shift overflow)")
+        );
+        // The reader's own errors are left as they are.
+        assert!(matches!(read(false), Err(Error::InvalidInput(m)) if m == "x"));
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use infer_core::audio::Audio;
 use infer_core::audio_io::{decode_audio, resample, StreamResampler};
-use infer_core::{DType, GgufFile, ModelLoadOptions};
+use infer_core::{DType, Error, GgufFile, ModelLoadOptions};
 use infer_tests::{copy_dir, fixture};
 
 /// A GGUF v3 file from raw parts: metadata entries `(key, type, value bytes)` and tensor infos
@@ -134,12 +134,27 @@ fn non_finite_or_huge_samples_are_a_resampling_error() {
 
 /// audio_decode: a WAVE_FORMAT_EXTENSIBLE header claiming 13 313 channels with a 2-channel mask;
 /// symphonia's mask fix-up shifts by more than 31 bits, which panics where overflow checks are on
-/// (this debug build; release wraps). `decode_audio` catches a decoder's panic: a bad-file error.
+/// (this debug build; release wraps). `decode_audio` catches a decoder's panic: a bad-file error,
+/// of the kind that says a panic was caught (an ordinary refusal reads "not a readable audio file"
+/// too).
 #[test]
 fn a_panic_inside_the_audio_decoder_is_a_bad_file_error() {
     let bytes = std::fs::read(fixture("fuzz/wav-extensible-channel-mask-overflow.wav")).unwrap();
-    let err = decode_audio(bytes, Some("wav"), "mask.wav").expect_err("refused").to_string();
-    assert!(err.contains("mask.wav: not a readable audio file"), "{err}");
+    let err = decode_audio(bytes, Some("wav"), "mask.wav").expect_err("refused");
+    let msg = err.to_string();
+    assert!(msg.contains("mask.wav: not a readable audio file"), "{msg}");
+    assert_caught_panic(&err, "the decoder panicked");
+}
+
+/// `err` came from a caught panic, not from the reader's own error path. Without overflow checks
+/// (a release build) these inputs wrap instead of panicking, and only the text is checked.
+fn assert_caught_panic(err: &Error, what: &str) {
+    if cfg!(debug_assertions) {
+        assert!(
+            matches!(err, Error::ReaderPanic { panic, .. } if panic.starts_with(what)),
+            "not a caught panic of {what:?}: {err:?}"
+        );
+    }
 }
 
 /// resample: rates far apart (here 4 GHz from 10 Hz) made FFTs of gigabytes.
@@ -170,8 +185,9 @@ fn voice_pickle_with_a_short_tensor_record_is_an_error() {
 fn a_panic_inside_the_pickle_reader_is_an_unreadable_voice() {
     let path = fixture("fuzz/voice-pickle-long1-overlong.pt");
     let Err(err) = infer_voxtral_tts::voices::read_voice(&path, 64) else { panic!("an overlong LONG1 was accepted") };
-    let err = err.to_string();
-    assert!(err.contains("voice-pickle-long1-overlong.pt") && err.contains("unreadable pickle"), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("voice-pickle-long1-overlong.pt") && msg.contains("unreadable pickle"), "{msg}");
+    assert_caught_panic(&err, "the pickle reader panicked");
 }
 
 fn load_err(dir: &Path, arch: &str) -> String {

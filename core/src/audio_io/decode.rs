@@ -76,17 +76,14 @@ pub fn decode_audio(bytes: Vec<u8>, extension: Option<&str>, name: &str) -> Resu
     }
     // The decoders are third-party parsers of untrusted bytes: a panic inside one (the fuzzer found
     // symphonia's WAV channel-mask fix-up overflowing a shift in checked builds) is a bad file.
-    let decoded = crate::error::catch_panic("the decoder failed", || {
+    let decoded = crate::error::catch_panic("the decoder panicked", || {
         #[cfg(feature = "audio-encoders")]
         if super::opus::is_ogg_opus(&bytes) {
             return super::opus::decode_ogg_opus(&bytes, name);
         }
         decode_symphonia(close_open_ended_wav(bytes), extension, name)
     })
-    .map_err(|e| match e {
-        Error::Panic(m) => Error::invalid(format!("{name}: not a readable audio file ({m})")),
-        e => e,
-    })?;
+    .map_err(|e| e.into_reader_panic(|| format!("{name}: not a readable audio file")))?;
     if decoded.samples.is_empty() {
         return Err(Error::invalid(format!("{name}: the {} file holds no audio samples", decoded.format)));
     }

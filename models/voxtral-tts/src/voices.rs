@@ -119,15 +119,12 @@ fn read_pt(path: &Path) -> Result<VoiceRows> {
     let entry = zip.by_name(&pkl).map_err(|e| bad(e.to_string()))?;
     // candle's pickle reader can panic on hostile opcodes (the fuzzer found LONG1 with more than 8
     // bytes overflowing a shift in checked builds): its panic is an unreadable file.
-    let obj = infer_core::catch_panic("the pickle reader failed", || {
+    let obj = infer_core::catch_panic("the pickle reader panicked", || {
         let mut stack = Stack::empty();
         stack.read_loop(&mut BufReader::new(entry)).map_err(|e| bad(format!("unreadable pickle: {e}")))?;
         stack.finalize().map_err(|e| bad(format!("unreadable pickle: {e}")))
     })
-    .map_err(|e| match e {
-        Error::Panic(m) => bad(format!("unreadable pickle ({m})")),
-        e => e,
-    })?;
+    .map_err(|e| e.into_reader_panic(|| format!("{}: unreadable pickle", path.display())))?;
     // A bare tensor, or (as some conversions save it) a dict holding one.
     let obj = match obj {
         Object::Dict(entries) => {
