@@ -413,6 +413,31 @@ pub fn worst(errors: impl IntoIterator<Item = f32>) -> f32 {
     errors.into_iter().fold(0.0, |m, e| if e.is_finite() { m.max(e) } else { f32::INFINITY })
 }
 
+/// Pearson's correlation of two equally long slices (in f64); NaN where either holds a NaN or
+/// is constant, which no bound passes.
+pub fn pearson(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    let n = a.len() as f64;
+    let mean = |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
+    let (ma, mb) = (mean(a), mean(b));
+    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (dx, dy) = (f64::from(x) - ma, f64::from(y) - mb);
+        ab += dx * dy;
+        aa += dx * dx;
+        bb += dy * dy;
+    }
+    if aa == 0.0 || bb == 0.0 {
+        return f64::NAN;
+    }
+    ab / (aa * bb).sqrt()
+}
+
+/// The least of some correlations; NaN when any is (`f64::min` drops NaN).
+pub fn least(rs: impl IntoIterator<Item = f64>) -> f64 {
+    rs.into_iter().fold(1.0, |m, r| if m.is_nan() || r.is_nan() { f64::NAN } else { m.min(r) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ use infer_core::{
 };
 use infer_qwen3_tts::generator::{CodeGenerator, CodeRequest};
 use infer_qwen3_tts::prompt::{self, InContext, PromptParts, SpeakerPrompt};
-use infer_tests::fixture;
+use infer_tests::{fixture, least, pearson};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -112,31 +112,6 @@ fn first_frame_logits(generator: &CodeGenerator, g: &Goldens, case: &Case, frame
     };
     generator.predictor.predict(&hidden, &first, &mut cache, &mut forced).unwrap();
     all
-}
-
-/// Pearson's correlation of two equally long slices (in f64); NaN where either holds a NaN or
-/// is constant, which no bound passes.
-fn pearson(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len(), "length mismatch");
-    let n = a.len() as f64;
-    let mean = |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
-    let (ma, mb) = (mean(a), mean(b));
-    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        let (dx, dy) = (f64::from(x) - ma, f64::from(y) - mb);
-        ab += dx * dy;
-        aa += dx * dx;
-        bb += dy * dy;
-    }
-    if aa == 0.0 || bb == 0.0 {
-        return f64::NAN;
-    }
-    ab / (aa * bb).sqrt()
-}
-
-/// The least of some correlations; NaN when any is (`f64::min` drops NaN).
-fn least(rs: impl IntoIterator<Item = f64>) -> f64 {
-    rs.into_iter().fold(1.0, |m, r| if m.is_nan() || r.is_nan() { f64::NAN } else { m.min(r) })
 }
 
 /// Codes (frame after frame) before the first that differs.

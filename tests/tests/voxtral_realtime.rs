@@ -18,7 +18,7 @@ use abi_stable::std_types::ROption;
 use infer_core::audio::{Audio, RecognitionOptions, RecognitionSession};
 use infer_core::audio_io::read_audio;
 use infer_core::{DType, LoadConfig, ModelLoadOptions, Registry};
-use infer_tests::{copy_dir, fixture, max_abs_diff, Setup};
+use infer_tests::{copy_dir, fixture, max_abs_diff, pearson, Setup};
 use infer_voxtral_realtime::{Session, VoxtralRealtime};
 use serde::Deserialize;
 
@@ -443,23 +443,3 @@ const Q8_LOGIT_TOL: f32 = 0.8;
 const Q8_MIN_AGREEING: usize = 1;
 const Q8_ENCODER_MIN_R: f64 = 0.9995;
 const Q8_LOGITS_MIN_R: f64 = 0.98;
-
-/// Pearson's correlation of two equally long slices (in f64); NaN where either holds a NaN or
-/// is constant, which no bound passes.
-fn pearson(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len(), "length mismatch");
-    let n = a.len() as f64;
-    let mean = |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
-    let (ma, mb) = (mean(a), mean(b));
-    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        let (dx, dy) = (f64::from(x) - ma, f64::from(y) - mb);
-        ab += dx * dy;
-        aa += dx * dx;
-        bb += dy * dy;
-    }
-    if aa == 0.0 || bb == 0.0 {
-        return f64::NAN;
-    }
-    ab / (aa * bb).sqrt()
-}
