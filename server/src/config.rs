@@ -43,6 +43,40 @@ pub struct ServerConfig {
     pub default_max_tokens: usize,
     pub max_body_bytes: usize,
     pub max_upload_bytes: usize,
+    /// Longest audio an upload may decode to, in seconds: decoding stops past it (413), so a
+    /// small compressed file of silence cannot become gigabytes of samples.
+    pub max_audio_seconds: f64,
+    /// Largest `max_tokens` a request may ask for; larger values are lowered to it. Every
+    /// request is also bounded by its model's context.
+    pub max_tokens_limit: usize,
+    /// Wall-clock limit of one request in seconds, from arrival to its last byte (0: none).
+    pub request_timeout_secs: u64,
+    /// Memory the KV caches of all text-model slots may take together, in MiB (0: half of the
+    /// memory available at start).
+    pub kv_budget_mib: u64,
+    /// Seconds a client may take to send a request's headers (slow clients are cut off).
+    pub header_timeout_secs: u64,
+    /// Seconds a client may take to send a request's body.
+    pub body_timeout_secs: u64,
+    /// Seconds a kept-alive connection may wait for its next request.
+    pub idle_timeout_secs: u64,
+    /// Seconds a live transcription socket may go without a message before it is closed.
+    pub ws_idle_timeout_secs: u64,
+    /// Largest WebSocket message, in bytes.
+    pub ws_max_message_bytes: usize,
+    /// Require the API key for `/metrics` too (it is open by default, for scrapers).
+    pub metrics_require_key: bool,
+    /// Origins a browser page may call the API from (CORS); empty: no CORS headers. `"*"`
+    /// allows any origin.
+    pub cors_origins: Vec<String>,
+    /// `Host` names accepted besides loopback ones when no API key is set (a guard against DNS
+    /// rebinding); with a key every host is accepted.
+    pub allowed_hosts: Vec<String>,
+    /// Chat-template renders and tokenizations that run at once, off the async workers (0: the
+    /// number of cores).
+    pub prepare_tasks: usize,
+    /// Longest stop sequence, in bytes.
+    pub max_stop_bytes: usize,
     pub models: Vec<ModelSpec>,
 }
 
@@ -57,6 +91,20 @@ impl Default for ServerConfig {
             default_max_tokens: 1024,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            max_audio_seconds: 900.0,
+            max_tokens_limit: 32768,
+            request_timeout_secs: 600,
+            kv_budget_mib: 0,
+            header_timeout_secs: 10,
+            body_timeout_secs: 60,
+            idle_timeout_secs: 60,
+            ws_idle_timeout_secs: 30,
+            ws_max_message_bytes: 1 << 20,
+            metrics_require_key: false,
+            cors_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            prepare_tasks: 0,
+            max_stop_bytes: 1024,
             models: Vec::new(),
         }
     }
@@ -102,6 +150,22 @@ impl ServerConfig {
         }
         if self.parallel == 0 || self.models.iter().any(|m| m.parallel == Some(0)) {
             bail!("parallel must be at least 1");
+        }
+        if !(self.max_audio_seconds.is_finite() && self.max_audio_seconds > 0.0) {
+            bail!("max_audio_seconds must be a positive number of seconds, got {}", self.max_audio_seconds);
+        }
+        for (name, v) in [
+            ("max_tokens_limit", self.max_tokens_limit),
+            ("header_timeout_secs", self.header_timeout_secs as usize),
+            ("body_timeout_secs", self.body_timeout_secs as usize),
+            ("idle_timeout_secs", self.idle_timeout_secs as usize),
+            ("ws_idle_timeout_secs", self.ws_idle_timeout_secs as usize),
+            ("ws_max_message_bytes", self.ws_max_message_bytes),
+            ("max_stop_bytes", self.max_stop_bytes),
+        ] {
+            if v == 0 {
+                bail!("{name} must be at least 1");
+            }
         }
         let mut names: Vec<String> = self.models.iter().map(ModelSpec::served_name).collect();
         names.sort();

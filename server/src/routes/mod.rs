@@ -1,6 +1,7 @@
 //! The HTTP surface: routes, the API-key check, body limits, request metrics and the JSON 404.
 
 mod audio;
+mod health;
 mod live;
 mod text;
 mod transcription;
@@ -38,7 +39,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .nest("/v1", api)
         .route("/", get(index))
-        .route("/health", get(health))
+        .route("/health", get(health::health))
         .route("/metrics", get(metrics))
         .fallback(|req: Request| async move {
             ApiError::not_found(format!("no endpoint at {} {}", req.method(), req.uri().path()))
@@ -89,10 +90,6 @@ async fn get_model(
 /// The web page (server/web/index.html): chat, speech and transcription, no build step.
 async fn index() -> axum::response::Html<&'static str> {
     axum::response::Html(include_str!("../../web/index.html"))
-}
-
-async fn health() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
