@@ -43,7 +43,7 @@ fn python() -> &'static str {
     })
 }
 
-/// A running `infer serve`; stopped (SIGTERM) on drop.
+/// A running `infer serve`; killed on drop (tests that stop it with SIGTERM wait for it to exit).
 struct Server {
     child: Child,
     base: String,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates (idempotently) the venv holding the official `openai` Python client 3.51.0, which the
-# server's integration tests (server/tests/openai_client.rs) drive `infer serve` with. Prints the
-# venv's python.
+# server's end-to-end tests (cli/tests/serve.rs, serve_faults.rs) drive `infer serve` with, and the
+# httpx it is built on. Prints the venv's python.
 #
 #   tools/serve/setup_openai_venv.sh   # -> ${INFER_VENV_DIR:-$HOME/.cache/infer/venvs}/openai
 set -euo pipefail
