@@ -62,30 +62,119 @@ pub fn downmix(interleaved: &[f32], channels: usize) -> Vec<f32> {
 
 /// Reads and decodes an audio file to mono f32 at its own sample rate.
 pub fn read_audio(path: impl AsRef<Path>) -> Result<LoadedAudio> {
+    read_audio_within(path, &DecodeLimits::default())
+}
+
+/// [`read_audio`] within `limits` (an error past them names the limit and where decoding stopped).
+pub fn read_audio_within(path: impl AsRef<Path>, limits: &DecodeLimits) -> Result<LoadedAudio> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let ext = path.extension().and_then(|e| e.to_str());
-    decode_audio(bytes, ext, &path.display().to_string())
+    Ok(decode_audio_within(bytes, ext, &path.display().to_string(), limits)?)
 }
 
 /// Decodes an in-memory audio file. `extension` is a hint only (the content is probed); `name`
-/// goes into error messages.
+/// goes into error messages. No bound on the decoded length: untrusted uploads go through
+/// [`decode_audio_within`].
 pub fn decode_audio(bytes: Vec<u8>, extension: Option<&str>, name: &str) -> Result<LoadedAudio> {
-    if bytes.is_empty() {
-        return Err(Error::invalid(format!("{name}: empty file (0 bytes), expected audio")));
+    decode_audio_within(bytes, extension, name, &DecodeLimits::default()).map_err(Error::from)
+}
+
+/// Bounds on what decoding may produce. A few kilobytes of FLAC, Opus or MP3 silence decode to an
+/// hour of audio (gigabytes of f32): the byte size of an upload bounds nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DecodeLimits {
+    /// Longest audio, in seconds, checked as packets decode: past it decoding stops.
+    pub max_seconds: Option<f64>,
+}
+
+/// Why [`decode_audio_within`] gave no audio.
+#[derive(Debug)]
+pub enum DecodeFailure {
+    /// Not readable audio (the message names the file).
+    Unreadable(Error),
+    /// The audio runs past [`DecodeLimits::max_seconds`]: decoding stopped at `reached_seconds`.
+    TooLong { name: String, limit_seconds: f64, reached_seconds: f64 },
+}
+
+impl std::fmt::Display for DecodeFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeFailure::Unreadable(e) => e.fmt(f),
+            DecodeFailure::TooLong { name, limit_seconds, reached_seconds } => write!(
+                f,
+                "{name}: the audio is longer than the limit of {limit_seconds} s (decoding stopped at \
+                 {reached_seconds:.1} s)"
+            ),
+        }
     }
+}
+
+impl std::error::Error for DecodeFailure {}
+
+impl From<Error> for DecodeFailure {
+    fn from(e: Error) -> Self {
+        DecodeFailure::Unreadable(e)
+    }
+}
+
+impl From<DecodeFailure> for Error {
+    fn from(e: DecodeFailure) -> Self {
+        match e {
+            DecodeFailure::Unreadable(e) => e,
+            too_long => Error::invalid(too_long.to_string()),
+        }
+    }
+}
+
+/// The frame budget of a decode: counts frames as packets arrive and stops past the limit.
+pub(crate) struct FrameBudget<'a> {
+    name: &'a str,
+    limit_seconds: Option<f64>,
+}
+
+impl FrameBudget<'_> {
+    /// `Err` once `frames` at `rate` run past the limit.
+    pub fn check(&self, frames: usize, rate: u32) -> std::result::Result<(), DecodeFailure> {
+        let Some(limit) = self.limit_seconds else { return Ok(()) };
+        let seconds = frames as f64 / rate.max(1) as f64;
+        if seconds > limit {
+            return Err(DecodeFailure::TooLong {
+                name: self.name.to_string(),
+                limit_seconds: limit,
+                reached_seconds: seconds,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// [`decode_audio`] within `limits`.
+pub fn decode_audio_within(
+    bytes: Vec<u8>,
+    extension: Option<&str>,
+    name: &str,
+    limits: &DecodeLimits,
+) -> std::result::Result<LoadedAudio, DecodeFailure> {
+    if bytes.is_empty() {
+        return Err(DecodeFailure::Unreadable(Error::invalid(format!("{name}: empty file (0 bytes), expected audio"))));
+    }
+    let budget = FrameBudget { name, limit_seconds: limits.max_seconds };
     // The decoders are third-party parsers of untrusted bytes: a panic inside one (the fuzzer found
     // symphonia's WAV channel-mask fix-up overflowing a shift in checked builds) is a bad file.
     let decoded = crate::error::catch_panic("the decoder panicked", || {
         #[cfg(feature = "audio-encoders")]
         if super::opus::is_ogg_opus(&bytes) {
-            return super::opus::decode_ogg_opus(&bytes, name);
+            return Ok(super::opus::decode_ogg_opus(&bytes, name, &budget));
         }
-        decode_symphonia(close_open_ended_wav(bytes), extension, name)
+        Ok(decode_symphonia(close_open_ended_wav(bytes), extension, name, &budget))
     })
-    .map_err(|e| e.into_reader_panic(|| format!("{name}: not a readable audio file")))?;
+    .map_err(|e| DecodeFailure::Unreadable(e.into_reader_panic(|| format!("{name}: not a readable audio file"))))??;
     if decoded.samples.is_empty() {
-        return Err(Error::invalid(format!("{name}: the {} file holds no audio samples", decoded.format)));
+        return Err(DecodeFailure::Unreadable(Error::invalid(format!(
+            "{name}: the {} file holds no audio samples",
+            decoded.format
+        ))));
     }
     Ok(decoded.into_loaded())
 }
@@ -115,7 +204,12 @@ fn close_open_ended_wav(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes
 }
 
-fn decode_symphonia(bytes: Vec<u8>, extension: Option<&str>, name: &str) -> Result<Interleaved> {
+fn decode_symphonia(
+    bytes: Vec<u8>,
+    extension: Option<&str>,
+    name: &str,
+    budget: &FrameBudget,
+) -> std::result::Result<Interleaved, DecodeFailure> {
     let not_audio = |e: SymError| {
         Error::invalid(format!(
             "{name}: not a readable audio file ({e}); supported: wav, flac, mp3, ogg/vorbis{}",
@@ -155,7 +249,7 @@ fn decode_symphonia(bytes: Vec<u8>, extension: Option<&str>, name: &str) -> Resu
             Ok(None) => break,
             // A truncated final packet ends the stream like EOF (as most players treat it).
             Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(Error::invalid(format!("{name}: corrupt {format_name} stream ({e})"))),
+            Err(e) => return Err(Error::invalid(format!("{name}: corrupt {format_name} stream ({e})")).into()),
         };
         if packet.track_id != track_id {
             continue;
@@ -166,18 +260,23 @@ fn decode_symphonia(bytes: Vec<u8>, extension: Option<&str>, name: &str) -> Resu
                 channels = spec.channels().count();
                 sample_rate = Some(spec.rate());
                 buf.copy_to_vec_interleaved(&mut chunk);
+                // Checked before the packet is kept: memory stays within the limit plus a packet.
+                let frames = (samples.len() + chunk.len()) / channels.max(1);
+                budget.check(frames, spec.rate())?;
                 samples.extend_from_slice(&chunk);
             }
             // A damaged packet is skipped, as the symphonia examples do.
             Err(SymError::DecodeError(_)) => continue,
-            Err(e) => return Err(Error::invalid(format!("{name}: cannot decode the {format_name} stream ({e})"))),
+            Err(e) => {
+                return Err(Error::invalid(format!("{name}: cannot decode the {format_name} stream ({e})")).into())
+            }
         }
     }
     let sample_rate = sample_rate
         .filter(|&r| r > 0)
         .ok_or_else(|| Error::invalid(format!("{name}: the {format_name} file states no sample rate")))?;
     if channels == 0 {
-        return Err(Error::invalid(format!("{name}: the {format_name} file states no channel count")));
+        return Err(Error::invalid(format!("{name}: the {format_name} file states no channel count")).into());
     }
     let format = match format_name.as_str() {
         "ogg" => format!("ogg/{}", codec_name(&params)),

@@ -25,10 +25,13 @@ mod opus;
 use std::path::Path;
 
 pub use check::{check_audio, peak_dbfs, AudioLimits};
-pub use decode::{decode_audio, downmix, read_audio, AudioInfo, LoadedAudio};
+pub use decode::{
+    decode_audio, decode_audio_within, downmix, read_audio, read_audio_within, AudioInfo, DecodeFailure, DecodeLimits,
+    LoadedAudio,
+};
 pub use format::{to_i16, AudioFormat};
 pub use resample::{output_len, resample, StreamResampler};
-pub use writer::{create_writer, encode_audio, stream_writer, write_audio, AudioSink, SeekWrite};
+pub use writer::{create_writer, encode_audio, file_writer, stream_writer, write_audio, AudioSink, SeekWrite};
 
 use crate::audio::Audio;
 use crate::Result;

@@ -7,7 +7,7 @@ use std::io::Cursor;
 use ogg::{PacketReader, PacketWriteEndInfo, PacketWriter};
 use opus_pure::{Application, OpusDecoder, OpusEncoder, MAX_PACKET_BYTES};
 
-use super::decode::Interleaved;
+use super::decode::{DecodeFailure, FrameBudget, Interleaved};
 use super::writer::{AudioSink, Output};
 use crate::{Error, Result};
 
@@ -141,19 +141,25 @@ pub(crate) fn is_ogg_opus(bytes: &[u8]) -> bool {
 
 /// Decodes an Ogg Opus file (channel mapping family 0: mono or stereo) to 48 kHz, honouring the
 /// pre-skip and the end trimming of the last page's granule position.
-pub(crate) fn decode_ogg_opus(bytes: &[u8], name: &str) -> Result<Interleaved> {
+pub(crate) fn decode_ogg_opus(
+    bytes: &[u8],
+    name: &str,
+    budget: &FrameBudget,
+) -> std::result::Result<Interleaved, DecodeFailure> {
     let bad = |m: String| Error::invalid(format!("{name}: {m}"));
     let mut reader = PacketReader::new(Cursor::new(bytes));
     let mut next = || reader.read_packet().map_err(|e| bad(format!("corrupt Ogg stream ({e})")));
     let head = next()?.ok_or_else(|| bad("empty Ogg stream".into()))?;
     let h = &head.data;
     if h.len() < 19 || &h[..8] != b"OpusHead" {
-        return Err(bad("Ogg stream without an Opus header".into()));
+        return Err(bad("Ogg stream without an Opus header".into()).into());
     }
     let (channels, pre_skip) = (h[9] as usize, u16::from_le_bytes([h[10], h[11]]) as usize);
     let gain_db = i16::from_le_bytes([h[16], h[17]]) as f32 / 256.0;
     if !matches!((channels, h[18]), (1, 0) | (2, 0)) {
-        return Err(Error::unsupported(format!("{name}: Opus with {channels} channels / mapping family {}", h[18])));
+        return Err(
+            Error::unsupported(format!("{name}: Opus with {channels} channels / mapping family {}", h[18])).into()
+        );
     }
     next()?.ok_or_else(|| bad("Ogg Opus stream ends before its comment header".into()))?;
     let mut dec = OpusDecoder::new(GRANULE_RATE as i32, channels).map_err(|e| bad(format!("opus: {e}")))?;
@@ -162,6 +168,8 @@ pub(crate) fn decode_ogg_opus(bytes: &[u8], name: &str) -> Result<Interleaved> {
     let mut end_granule = None;
     while let Some(p) = next()? {
         let n = dec.decode(&p.data, MAX_FRAME_48K, &mut pcm).map_err(|e| bad(format!("corrupt Opus packet ({e})")))?;
+        // Checked before the packet is kept: memory stays within the limit plus a packet.
+        budget.check(samples.len() / channels + n, GRANULE_RATE as u32)?;
         samples.extend_from_slice(&pcm[..n * channels]);
         if p.last_in_page() {
             end_granule = Some(p.absgp_page() as usize);
