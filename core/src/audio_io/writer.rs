@@ -77,6 +77,14 @@ pub fn create_writer(path: &Path, format: Option<AudioFormat>, sample_rate: u32)
     make_sink(out, format, sample_rate)
 }
 
+/// Writes audio in `format` to `file`, already open (one the caller created under a name of its
+/// choosing, e.g. with `create_new`); `name` goes into error messages.
+pub fn file_writer(file: File, name: &str, format: AudioFormat, sample_rate: u32) -> Result<Box<dyn AudioSink>> {
+    check_available(format)?;
+    let out = Output { inner: OutputKind::Seekable(Box::new(BufWriter::new(file))), name: name.to_string() };
+    make_sink(out, format, sample_rate)
+}
+
 /// Writes to a destination that cannot seek (stdout, a socket). WAV gets an open-ended header
 /// (data size 0xFFFFFFFF, which players read as "until the end").
 pub fn stream_writer(
