@@ -40,17 +40,28 @@ impl VoiceStore {
         self.voices.get(name)
     }
 
-    /// Adds (or replaces) `name` and rewrites the file atomically.
+    /// Adds (or replaces) `name` and rewrites the file atomically. Under an exclusive lock on
+    /// `voices.safetensors.lock` the file is read again and the preset added to what it holds
+    /// then, so presets saved meanwhile by another process are kept, not overwritten.
     pub fn save(&mut self, name: &str, preset: VoicePreset) -> Result<()> {
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             return Err(Error::invalid(format!(
                 "voice name `{name}` must be letters, digits, `-` or `_` (it becomes a tensor name)"
             )));
         }
-        let mut voices = self.voices.clone();
+        let lock_path = self.path.with_extension("safetensors.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, e))?;
+        lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+        let mut voices = if self.path.exists() { read(&self.path)? } else { BTreeMap::new() };
         voices.insert(name.to_string(), preset);
         write(&self.path, &voices)?;
         self.voices = voices;
+        // Closing `lock` releases it.
         Ok(())
     }
 }
@@ -110,9 +121,22 @@ fn write(path: &Path, voices: &BTreeMap<String, VoicePreset>) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let data = safetensors::serialize(views, Some(meta)).map_err(|e| Error::backend(e.to_string()))?;
-    let tmp = path.with_extension("safetensors.tmp");
-    std::fs::write(&tmp, data).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    // A name no other writer uses (the lock serialises writers of this store; a stale file
+    // from a killed run is never reused), written whole and synced before it takes the name.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("safetensors.{}-{n}.tmp", std::process::id()));
+    let written = (|| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(&data)?;
+        f.sync_all()
+    })();
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
