@@ -1,13 +1,14 @@
 //! `infer speak`: text to an audio file, with a voice preset or a cloned reference voice.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use infer_core::audio::{CodebookSampling, InjectedNoise, SpeechOptions, SpeechSynthesizer, Voice};
-use infer_core::audio_io::{create_writer, read_audio, AudioFormat};
+use infer_core::audio_io::{file_writer, read_audio, AudioFormat};
 use infer_core::{CancelToken, DType, Registry};
 
 use super::shared::ModelArgs;
@@ -125,9 +126,13 @@ fn synthesize_to_file(
     format: AudioFormat,
     options: &SpeechOptions,
 ) -> Result<()> {
-    // Write to a temporary name and rename at the end, so a failure leaves no half file behind.
-    let partial = args.out.with_extension(format!("{}.partial", format.extension()));
-    let mut sink = create_writer(&partial, Some(format), tts.sample_rate())?;
+    // Write to a new file beside the output and rename it over the output at the end: a failure
+    // or Ctrl-C leaves no half file behind, and an existing output is kept until the new one is
+    // whole.
+    let partial = PartialFile::create(&args.out)?;
+    let file = partial.file.try_clone().with_context(|| format!("opening {}", partial.path.display()))?;
+    let mut sink = file_writer(file, &partial.path.display().to_string(), format, tts.sample_rate())?;
+    let interrupted = on_interrupt();
     let mut codes = match &args.dump_codes {
         Some(path) => Some(std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -157,6 +162,10 @@ fn synthesize_to_file(
             failure = Some(e);
             return false;
         }
+        if interrupted.load(Ordering::Relaxed) {
+            failure = Some(anyhow::anyhow!("interrupted: {} was not written", args.out.display()));
+            return false;
+        }
         bar.set_position(chunk.frames_done as u64);
         bar.set_message(format!("({:.1} s of audio written)", written as f64 / rate));
         true
@@ -167,22 +176,19 @@ fn synthesize_to_file(
         (None, Err(e)) => Err(e.into()),
         (None, Ok(m)) => Ok(m),
     };
-    let metrics = match outcome {
-        Ok(m) => m,
-        Err(e) => {
-            let _ = std::fs::remove_file(&partial);
-            return Err(e);
-        }
-    };
+    // `partial` removes its file when dropped on any of these returns.
+    let metrics = outcome?;
     if written == 0 {
-        let _ = std::fs::remove_file(&partial);
         bail!("the model produced no audio (it ended before the first frame)");
     }
     sink.finish()?;
     if let Some(mut w) = codes {
         w.flush()?;
     }
-    std::fs::rename(&partial, &args.out).with_context(|| format!("writing {}", args.out.display()))?;
+    if interrupted.load(Ordering::Relaxed) {
+        bail!("interrupted: {} was not written", args.out.display());
+    }
+    partial.finish(&args.out)?;
     eprintln!(
         "wrote {} ({}): {:.2} s of audio, {} frames in {:.2} s, real-time factor {:.2}, first audio after {:.2} s, peak memory {} MB",
         args.out.display(),
@@ -195,4 +201,68 @@ fn synthesize_to_file(
         metrics.peak_memory_bytes / (1 << 20)
     );
     Ok(())
+}
+
+/// The output being written: a new file in the output's folder, under a name no other run uses,
+/// removed when dropped unless [`PartialFile::finish`] renamed it over the output.
+struct PartialFile {
+    path: PathBuf,
+    file: std::fs::File,
+    done: bool,
+}
+
+impl PartialFile {
+    fn create(out: &Path) -> Result<Self> {
+        let name = out.file_name().with_context(|| format!("{}: not a file name", out.display()))?;
+        let folder = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        // `create_new`: never an existing file, nor through a link planted at this name.
+        let path = folder.join(format!(".{}.{}.partial", name.to_string_lossy(), std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        Ok(PartialFile { path, file, done: false })
+    }
+
+    /// Synced and renamed over `out` (one step: readers see the old file or the new one).
+    fn finish(mut self, out: &Path) -> Result<()> {
+        self.file.sync_all().with_context(|| format!("writing {}", self.path.display()))?;
+        std::fs::rename(&self.path, out).with_context(|| format!("writing {}", out.display()))?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for PartialFile {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM from now on sets the returned flag instead of killing the process,
+/// so the synthesis stops and the partial file is removed; a second one kills as usual
+/// (`SA_RESETHAND`).
+fn on_interrupt() -> &'static AtomicBool {
+    static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+    #[cfg(unix)]
+    {
+        extern "C" fn note(_: libc::c_int) {
+            INTERRUPTED.store(true, Ordering::Relaxed);
+        }
+        // SAFETY: the handler only stores to an atomic (async-signal-safe); the sigaction struct
+        // is zeroed and then filled as sigaction(2) documents.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = note as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESETHAND;
+            libc::sigemptyset(&mut action.sa_mask);
+            for signal in [libc::SIGINT, libc::SIGTERM] {
+                libc::sigaction(signal, &action, std::ptr::null_mut());
+            }
+        }
+    }
+    &INTERRUPTED
 }
