@@ -313,8 +313,12 @@ fn in_real_folder(file: &Path) -> Result<PathBuf> {
 }
 
 /// Every file under `dir`, recursively, in a stable order (a linked folder once: links may loop).
+/// Links are followed only where that cannot copy a stranger's files: a link to a folder outside
+/// `dir` (a whole home directory, say) is refused; a link to a file outside is read, and is named
+/// by [`linked_outside`] so the caller can say so (a Hugging Face cache links each file of a
+/// snapshot to a blob elsewhere); anything but files and folders (a FIFO, `/dev/zero`) is refused.
 fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
-    fn walk(dir: &Path, seen: &mut Vec<PathBuf>, out: &mut Vec<PathBuf>) -> Result<()> {
+    fn walk(root: &Path, dir: &Path, seen: &mut Vec<PathBuf>, out: &mut Vec<PathBuf>) -> Result<()> {
         let real = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
         if seen.contains(&real) {
             return Ok(());
@@ -326,17 +330,49 @@ fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
             .collect::<Result<_>>()?;
         entries.sort();
         for p in entries {
-            if p.is_dir() {
-                walk(&p, seen, out)?;
-            } else {
+            let target = p.canonicalize().map_err(|e| Error::io(&p, e))?;
+            let meta = std::fs::metadata(&target).map_err(|e| Error::io(&target, e))?;
+            let linked = p.symlink_metadata().map_err(|e| Error::io(&p, e))?.file_type().is_symlink();
+            if meta.is_dir() {
+                if linked && !target.starts_with(root) {
+                    return Err(Error::invalid(format!(
+                        "{} links to the folder {} outside the checkpoint: refused (copy what the model needs \
+                         into the checkpoint folder)",
+                        p.display(),
+                        target.display()
+                    )));
+                }
+                walk(root, &p, seen, out)?;
+            } else if meta.is_file() {
                 out.push(p);
+            } else {
+                return Err(Error::invalid(format!(
+                    "{}: not a regular file or folder{}: refused",
+                    p.display(),
+                    if linked { format!(" (it links to {})", target.display()) } else { String::new() }
+                )));
             }
         }
         Ok(())
     }
+    let root = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
     let mut out = Vec::new();
-    walk(dir, &mut Vec::new(), &mut out)?;
+    walk(&root, dir, &mut Vec::new(), &mut out)?;
     Ok(out)
+}
+
+/// The files of the checkpoint `src` that are links to files outside it, with what they link to:
+/// `infer quantize` copies their contents as ordinary files and says which they were.
+pub fn linked_outside(src: &Path) -> Result<Vec<(PathBuf, PathBuf)>> {
+    let root = src.canonicalize().map_err(|e| Error::io(src, e))?;
+    let mut linked = Vec::new();
+    for file in files_under(src)? {
+        let target = file.canonicalize().map_err(|e| Error::io(&file, e))?;
+        if !target.starts_with(&root) {
+            linked.push((file, target));
+        }
+    }
+    Ok(linked)
 }
 
 /// A tensor of the written file: the source's bytes as stored, or a recorded weight's blocks as

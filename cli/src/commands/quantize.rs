@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use infer_core::checkpoint_info::{CheckpointFormat, CheckpointInfo};
 use infer_core::quantized_checkpoint::{
-    check_destination, check_recordable, check_source, record_quantized, write_quantized,
+    check_destination, check_recordable, check_source, linked_outside, record_quantized, write_quantized,
 };
 use infer_core::{DType, LoadConfig, ModelKind, Registry};
 
@@ -36,8 +36,16 @@ pub fn run(registry: &Registry, args: QuantizeArgs) -> Result<()> {
     }
     // The checkpoint folder (`--model` may name a file in it).
     let src = &info.path;
+    // Refuses links to folders outside the checkpoint and anything but files and folders.
     check_source(src)?;
     check_destination(src, &args.out)?;
+    for (file, target) in linked_outside(src)? {
+        eprintln!(
+            "note: {} links to {}, outside the checkpoint: its contents are copied as an ordinary file",
+            file.display(),
+            target.display()
+        );
+    }
     let kind = [ModelKind::SpeechSynthesis, ModelKind::SpeechRecognition]
         .into_iter()
         .find(|k| registry.model_plugin(*k, &info.model_type).is_ok());
