@@ -36,6 +36,11 @@ struct Cli {
     /// overrides them.
     #[arg(long, global = true)]
     threads: Option<usize>,
+    /// Read weights files into memory instead of mapping them (sets INFER_NO_MMAP=1, which plugin
+    /// libraries read too): a mapped file overwritten in place (`cp new old`) changes under a
+    /// running model, and one truncated crashes it (SIGBUS). Costs the whole file in memory.
+    #[arg(long, global = true)]
+    no_mmap: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -155,6 +160,10 @@ fn main() -> ExitCode {
         if let Some(n) = cli.threads {
             anyhow::ensure!(n > 0, "--threads 0: expected at least one thread");
             set_thread_count(n);
+        }
+        if cli.no_mmap {
+            // Before any weights are opened (core reads it once) or a plugin library is loaded.
+            std::env::set_var("INFER_NO_MMAP", "1");
         }
         let registry = infer_core::Registry::discover_for(cli.config.as_deref(), cli.command.backend_need())?;
         if cli.verbose {

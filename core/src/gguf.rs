@@ -29,9 +29,7 @@ pub struct GgufTensor<'a> {
 
 impl GgufFile {
     pub fn open(path: &Path) -> Result<Self> {
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        // SAFETY: read-only mapping of a file we do not modify.
-        let mmap = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        let mmap = crate::weights::open_weights_file(path)?;
         if mmap.len() < 4 || &mmap[..4] != b"GGUF" {
             return Err(Error::checkpoint(path, "not a GGUF file (bad magic)"));
         }

@@ -1,18 +1,45 @@
-//! Checkpoint weights: memory-mapped safetensors (one file or shards with
+//! Checkpoint weights: memory-mapped (or, with `INFER_NO_MMAP=1`, read) safetensors (one file or shards with
 //! `model.safetensors.index.json`) or a GGUF file, handed to a backend tensor by tensor, by name.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RArc, RSlice};
-use memmap2::Mmap;
+use memmap2::{Mmap, MmapMut};
 
 use crate::backend::{SharedBytes, SharedBytesImpl, SharedBytesImpl_TO};
 use crate::gguf::GgufFile;
 use crate::{Backend, DType, Error, Result, Tensor};
+
+/// Whether weights files are read into memory instead of mapped: `INFER_NO_MMAP=1` (`infer
+/// --no-mmap` sets it). A mapped file that is overwritten in place (`cp new old`) changes under a
+/// running model, and one truncated makes its reads fault (SIGBUS); a copy in memory does not.
+/// Read from the environment, once, so that plugin libraries, which carry their own copy of
+/// infer-core, decide alike.
+pub fn weights_in_memory() -> bool {
+    static IN_MEMORY: OnceLock<bool> = OnceLock::new();
+    *IN_MEMORY.get_or_init(|| std::env::var_os("INFER_NO_MMAP").is_some_and(|v| !v.is_empty() && v != "0"))
+}
+
+/// The bytes of a weights file: mapped read-only, or with [`weights_in_memory`] read whole into
+/// anonymous memory (the same type, so every reader works on either).
+pub(crate) fn open_weights_file(path: &Path) -> Result<Mmap> {
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    if weights_in_memory() {
+        use std::io::Read;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let len = usize::try_from(len).map_err(|_| Error::checkpoint(path, "too large to read into memory"))?;
+        let mut bytes = MmapMut::map_anon(len).map_err(|e| Error::io(path, e))?;
+        file.read_exact(&mut bytes).map_err(|e| Error::io(path, e))?;
+        return bytes.make_read_only().map_err(|e| Error::io(path, e));
+    }
+    // SAFETY: the mapping is read-only; a checkpoint modified while loaded is undefined
+    // behaviour, as for every mmap-based loader (`weights_in_memory` avoids it).
+    unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))
+}
 
 struct Entry {
     file: usize,
@@ -97,6 +124,11 @@ impl Backing {
 /// `madvise(DONTNEED)` on the whole pages inside `start..end`. The mapping is a read-only private
 /// file mapping, so a later read of those pages faults them back in from the file: always safe.
 fn release_pages(map: &Mmap, start: usize, end: usize) {
+    // Pages read into anonymous memory have no file behind them: dropped, they would read back
+    // as zeros.
+    if weights_in_memory() {
+        return;
+    }
     const PAGE: usize = 4096;
     let (s, e) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
     if e > s {
@@ -147,10 +179,7 @@ impl Weights {
         let mut store =
             Store { files: Vec::new(), entries: HashMap::new(), warned_stored_quant: AtomicBool::new(false) };
         for path in files {
-            let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
-            // SAFETY: the mapping is read-only; a checkpoint modified while loaded is undefined
-            // behaviour, as for every mmap-based loader.
-            let mmap = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+            let mmap = open_weights_file(&path)?;
             let idx = store.files.len();
             index_file(&path, &mmap, idx, &mut store.entries)?;
             store.files.push((path, Backing::Mmap(Arc::new(mmap))));
