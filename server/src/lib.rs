@@ -2,8 +2,11 @@
 //! registry. Text models are served by a continuous-batching scheduler ([`batching`]); speech
 //! synthesizers by a bounded pool of blocking tasks.
 
+mod auth;
 pub mod batching;
+mod body_deadline;
 pub mod config;
+mod connection;
 pub mod error;
 mod extract;
 mod ids;
@@ -14,6 +17,7 @@ mod routes;
 pub mod state;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use infer_core::Registry;
@@ -46,8 +50,20 @@ pub fn serve_with(registry: &Registry, config: ServerConfig, on_loaded: impl FnO
         let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("binding {addr}"))?;
         let local = listener.local_addr()?;
         let auth = if config.api_key.is_some() { " (API key required)" } else { "" };
+        let router = routes::router(state)?;
         eprintln!("listening on http://{local}{auth}");
-        axum::serve(listener, routes::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+        if config.api_key.is_none() && !local.ip().is_loopback() {
+            eprintln!(
+                "warning: listening on {} without an API key: anyone who can reach it can use the models \
+                 (set --api-key; without one only loopback Host names and allowed_hosts are served)",
+                local.ip()
+            );
+        }
+        let deadlines = connection::Deadlines {
+            header: Duration::from_secs(config.header_timeout_secs),
+            idle: Duration::from_secs(config.idle_timeout_secs),
+        };
+        connection::serve(listener, router, deadlines, shutdown_signal()).await;
         anyhow::Ok(())
     })?;
     // The router (and every scheduler handle with it) is gone: schedulers finish and exit.
@@ -59,7 +75,7 @@ pub fn serve_with(registry: &Registry, config: ServerConfig, on_loaded: impl FnO
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM; axum then stops accepting and waits for open requests.
+/// Resolves on SIGINT or SIGTERM; the server then stops accepting and waits for open requests.
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -27,6 +27,13 @@ pub struct ServeArgs {
     /// Require `Authorization: Bearer KEY` on every /v1 request.
     #[arg(long, env = "INFER_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    /// Let browser pages from this origin call the API (CORS; repeat for several, `*` for any).
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
+    /// Serve requests naming this Host besides loopback ones when no API key is set (repeat
+    /// for several).
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
     /// Sequences a text model decodes together (continuous batching slots).
     #[arg(long)]
     pub parallel: Option<usize>,
@@ -75,6 +82,8 @@ pub fn run(registry: &Registry, args: ServeArgs) -> Result<()> {
     if args.api_key.is_some() {
         config.api_key = args.api_key;
     }
+    config.cors_origins.extend(args.cors_origins);
+    config.allowed_hosts.extend(args.allowed_hosts);
     if let Some(n) = args.parallel {
         config.parallel = n;
     }

@@ -6,8 +6,15 @@
 //! `{"type":"end"}` (or closes) when the audio ends; the server answers with JSON text messages
 //! `{"type":"transcript.text.delta","delta":...}` as text is decided, then
 //! `{"type":"transcript.text.done","text":...,"usage":...}`, or `{"type":"error","error":{...}}`.
+//!
+//! Bounds: a message over `ws_max_message_bytes` and a socket silent for `ws_idle_timeout_secs`
+//! end the session with an error message; a recognizer that falls behind stops the server
+//! reading the socket (bounded channels both ways), so a fast sender waits instead of growing
+//! the server's memory. With an API key, a browser sends it as subprotocol `bearer.<key>`
+//! beside `infer` (crate::auth).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
@@ -16,12 +23,19 @@ use infer_core::audio::{RecognitionOptions, SpeechRecognizer};
 use infer_core::audio_io::StreamResampler;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::mpsc::{self, OwnedPermit};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::{timeout, Instant};
 
+use crate::auth::WS_PROTOCOL;
 use crate::error::ApiError;
 use crate::state::AppState;
 
 const ENDPOINT: &str = "/v1/audio/transcriptions/live";
+/// Audio messages that may wait for the recognizer; past them the socket is not read.
+const INPUT_QUEUE: usize = 4;
+/// Events that may wait for the socket; past them the recognizer waits.
+const OUTPUT_QUEUE: usize = 64;
 
 #[derive(Debug, Deserialize)]
 pub struct LiveQuery {
@@ -90,73 +104,113 @@ pub async fn live_transcription(
     };
     let permits = service.permits.clone();
     let options = RecognitionOptions { language: q.language, ..RecognitionOptions::default() };
+    let limit = state.config.ws_max_message_bytes;
+    let idle = Duration::from_secs(state.config.ws_idle_timeout_secs);
+    let ws = ws.max_message_size(limit).max_frame_size(limit).protocols([WS_PROTOCOL]);
     Ok(ws.on_upgrade(move |socket| async move {
         let Ok(permit) = permits.acquire_owned().await else { return };
-        session(socket, model, options, encoding, resampler, (admitted, permit)).await;
+        session(socket, model, options, encoding, resampler, idle, (admitted, permit)).await;
     }))
 }
 
+/// `{"type":"error","error":{...}}`.
+fn error_event(e: &ApiError) -> serde_json::Value {
+    let mut body = e.body();
+    body["type"] = json!("error");
+    body
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn session(
     mut socket: WebSocket,
     model: Arc<dyn SpeechRecognizer>,
     options: RecognitionOptions,
     encoding: Encoding,
     resampler: Option<StreamResampler>,
+    idle: Duration,
     held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 ) {
-    let (in_tx, in_rx) = mpsc::unbounded_channel::<Input>();
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<serde_json::Value>();
+    let (in_tx, in_rx) = mpsc::channel::<Input>(INPUT_QUEUE);
+    let (out_tx, mut out_rx) = mpsc::channel::<serde_json::Value>(OUTPUT_QUEUE);
     let worker = tokio::task::spawn_blocking(move || {
         let _held = held;
         let outcome = recognize(model.as_ref(), &options, resampler, in_rx, &out_tx);
         if let Err(e) = outcome {
-            let mut body = e.body();
-            body["type"] = json!("error");
-            let _ = out_tx.send(body);
+            let _ = out_tx.blocking_send(error_event(&e));
         }
     });
+    // The socket is read only with room in the input queue: a slot reserved first.
+    let mut room: Option<OwnedPermit<Input>> = None;
+    let silence = tokio::time::sleep(idle);
+    tokio::pin!(silence);
     let mut input_open = true;
+    let mut failure = None;
     loop {
         tokio::select! {
             out = out_rx.recv() => match out {
                 Some(event) => {
                     let last = event["type"] != "transcript.text.delta";
-                    if socket.send(Message::Text(event.to_string().into())).await.is_err() || last {
+                    // A client that stops reading cannot hold the session: a send has the idle time.
+                    let sent = timeout(idle, socket.send(Message::Text(event.to_string().into()))).await;
+                    if !matches!(sent, Ok(Ok(()))) || last {
                         break;
                     }
                 }
                 None => break,
             },
-            msg = socket.recv(), if input_open => {
+            reserved = in_tx.clone().reserve_owned(), if input_open && room.is_none() => match reserved {
+                Ok(p) => {
+                    room = Some(p);
+                    // The wait for the recognizer is not the client's silence.
+                    silence.as_mut().reset(Instant::now() + idle);
+                }
+                Err(_) => break,
+            },
+            _ = &mut silence, if room.is_some() => {
+                failure = Some(ApiError::invalid(format!(
+                    "no message for {} s (ws_idle_timeout_secs): send audio, or {{\"type\":\"end\"}} when it ends",
+                    idle.as_secs()
+                )));
+                break;
+            }
+            msg = socket.recv(), if room.is_some() => {
+                silence.as_mut().reset(Instant::now() + idle);
                 let input = match msg {
                     Some(Ok(Message::Binary(b))) => match encoding.samples(&b) {
                         Ok(s) => Input::Samples(s),
                         Err(e) => {
-                            let e = ApiError::invalid(e);
-                            let mut body = e.body();
-                            body["type"] = json!("error");
-                            let _ = socket.send(Message::Text(body.to_string().into())).await;
+                            failure = Some(ApiError::invalid(e));
                             break;
                         }
                     },
                     Some(Ok(Message::Text(t))) if t.contains("\"end\"") => Input::End,
                     Some(Ok(Message::Text(_) | Message::Ping(_) | Message::Pong(_))) => continue,
-                    // Closed or broken: the audio has ended.
-                    Some(Ok(Message::Close(_)) | Err(_)) | None => Input::End,
+                    Some(Ok(Message::Close(_))) | None => Input::End,
+                    // Over `ws_max_message_bytes`, or a broken frame: the session cannot go on.
+                    Some(Err(e)) => {
+                        failure = Some(ApiError::invalid(format!("the message could not be read: {e}")));
+                        break;
+                    }
                 };
                 if matches!(input, Input::End) {
                     input_open = false;
                 }
-                if in_tx.send(input).is_err() {
-                    break;
+                if let Some(room) = room.take() {
+                    room.send(input);
                 }
             }
         }
     }
-    // Dropping the input ends a session the client abandoned.
+    if let Some(e) = failure {
+        let _ = timeout(idle, socket.send(Message::Text(error_event(&e).to_string().into()))).await;
+    }
+    // Dropping the input ends a session the client abandoned, and with it the recognizer's
+    // permit and admission.
+    drop(room);
     drop(in_tx);
+    drop(out_rx);
     let _ = worker.await;
-    let _ = socket.send(Message::Close(None)).await;
+    let _ = timeout(idle, socket.send(Message::Close(None))).await;
 }
 
 /// The recognition thread: pushes samples as they come and sends each delta.
@@ -164,8 +218,8 @@ fn recognize(
     model: &dyn SpeechRecognizer,
     options: &RecognitionOptions,
     mut resampler: Option<StreamResampler>,
-    mut input: mpsc::UnboundedReceiver<Input>,
-    out: &mpsc::UnboundedSender<serde_json::Value>,
+    mut input: mpsc::Receiver<Input>,
+    out: &mpsc::Sender<serde_json::Value>,
 ) -> Result<(), ApiError> {
     let core = |e: infer_core::Error| ApiError::from_core(&e);
     let mut session = model.start_session(options).map_err(core)?;
@@ -173,7 +227,7 @@ fn recognize(
     let mut send = |delta: String| {
         if !delta.is_empty() {
             text.push_str(&delta);
-            let _ = out.send(json!({ "type": "transcript.text.delta", "delta": delta }));
+            let _ = out.blocking_send(json!({ "type": "transcript.text.delta", "delta": delta }));
         }
     };
     loop {
@@ -194,7 +248,7 @@ fn recognize(
     }
     send(session.finish().map_err(core)?.text);
     let seconds = session.metrics().audio_seconds;
-    let _ = out.send(json!({
+    let _ = out.blocking_send(json!({
         "type": "transcript.text.done",
         "text": text,
         "usage": { "type": "duration", "seconds": seconds },

@@ -1,4 +1,5 @@
-//! The HTTP surface: routes, the API-key check, body limits, request metrics and the JSON 404.
+//! The HTTP surface: routes, the API-key and `Host` checks, CORS, body limits and deadlines,
+//! request metrics and the JSON 404.
 
 mod audio;
 mod health;
@@ -7,21 +8,27 @@ mod text;
 mod transcription;
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use anyhow::{Context, Result};
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::auth::{check_host, require_api_key};
+use crate::body_deadline::limit_body_time;
 use crate::error::ApiError;
 use crate::metrics::RequestLabel;
 use crate::state::{AppState, Served};
 
-pub fn router(state: Arc<AppState>) -> Router {
+pub fn router(state: Arc<AppState>) -> Result<Router> {
     let limits = &state.config;
+    let cors = cors_layer(&limits.cors_origins)?;
     let api = Router::new()
         .route("/models", get(list_models))
         .route("/models/{id}", get(get_model))
@@ -36,31 +43,49 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() });
-    Router::new()
+    let mut metrics_route = get(metrics);
+    if limits.metrics_require_key {
+        metrics_route = metrics_route.route_layer(middleware::from_fn_with_state(state.clone(), require_api_key));
+    }
+    let mut router = Router::new()
         .nest("/v1", api)
         .route("/", get(index))
         .route("/health", get(health::health))
-        .route("/metrics", get(metrics))
+        .route("/metrics", metrics_route)
         .fallback(|req: Request| async move {
             ApiError::not_found(format!("no endpoint at {} {}", req.method(), req.uri().path()))
         })
-        .layer(middleware::from_fn_with_state(state.clone(), count_requests))
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(state.clone(), limit_body_time))
+        .layer(middleware::from_fn_with_state(state.clone(), check_host))
+        .layer(middleware::from_fn_with_state(state.clone(), count_requests));
+    // Outermost, so preflights are answered before any check and refusals stay readable.
+    if let Some(cors) = cors {
+        router = router.layer(cors);
+    }
+    Ok(router.with_state(state))
 }
 
-/// With an API key configured, /v1 requests must carry `Authorization: Bearer <key>`.
-async fn require_api_key(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    if let Some(key) = &state.config.api_key {
-        let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        match given.and_then(|v| v.strip_prefix("Bearer ")) {
-            Some(k) if k.trim() == key => {}
-            Some(_) => return ApiError::unauthorized("incorrect API key").into_response(),
-            None => {
-                return ApiError::unauthorized("missing API key: send `Authorization: Bearer <key>`").into_response()
-            }
-        }
+/// `cors_origins` as a layer: none when empty (no CORS headers at all), any origin for `*`.
+fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>> {
+    if origins.is_empty() {
+        return Ok(None);
     }
-    next.run(req).await
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        let list = origins
+            .iter()
+            .map(|o| HeaderValue::from_str(o).with_context(|| format!("cors_origins: `{o}` is not a header value")))
+            .collect::<Result<Vec<_>>>()?;
+        AllowOrigin::list(list)
+    };
+    Ok(Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+            .max_age(Duration::from_secs(3600)),
+    ))
 }
 
 async fn count_requests(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
