@@ -14,6 +14,7 @@
 # left as FUZZ_DIR/artifacts/<target>/crash-*; reproduce it with
 # `$INFER_FUZZ_TARGET_DIR/x86_64-unknown-linux-gnu/release/<target> <file>`. Exit status 1 when
 # any target crashed. Prints one line per target: executions, corpus size, crashes.
+# `http_server` runs two real servers (tiny fixture models) on free loopback ports for its run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

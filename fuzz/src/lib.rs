@@ -2,6 +2,8 @@
 //! fixtures, and the seed corpora (`seeds`).
 
 pub mod seeds;
+mod server_seeds;
+mod text_seeds;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

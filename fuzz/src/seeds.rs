@@ -30,6 +30,11 @@ pub fn write_all(root: &Path) {
     all.insert("audio_decode", audio_seeds());
     all.insert("tekken", tekken_seeds());
     all.insert("voice_file", voice_seeds());
+    all.insert("openai_request", crate::server_seeds::openai_request_seeds());
+    all.insert("server_toml", crate::server_seeds::server_toml_seeds());
+    all.insert("http_server", crate::server_seeds::http_server_seeds());
+    all.insert("hf_tokenizer", crate::text_seeds::hf_tokenizer_seeds());
+    all.insert("chat_template", crate::text_seeds::chat_template_seeds());
     for (target, seeds) in all {
         let dir = root.join(target);
         std::fs::create_dir_all(&dir).expect("seed directory");
