@@ -94,6 +94,12 @@ impl ApiError {
         ApiError { retry_after: Some(1), ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message) }
     }
 
+    /// 504: the request reached its wall-clock limit (`request_timeout_secs`) before it could
+    /// produce anything.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        ApiError { code: Some("timeout"), ..Self::new(StatusCode::GATEWAY_TIMEOUT, "server_error", message) }
+    }
+
     /// 500: the model failed.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)

@@ -1,5 +1,5 @@
 //! Server metrics in the Prometheus text format (GET /metrics): requests, tokens, time to first
-//! token, time per output token, queue depth and active slots.
+//! token, time per output token, queue depth and active slots, timeouts and failed steps.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -27,6 +27,8 @@ pub struct Metrics {
     pub prompt_tokens: Family<ModelLabel, Counter>,
     pub completion_tokens: Family<ModelLabel, Counter>,
     pub cancelled: Family<ModelLabel, Counter>,
+    pub timeouts: Family<ModelLabel, Counter>,
+    pub failed_steps: Family<ModelLabel, Counter>,
     pub ttft: HistogramFamily,
     pub time_per_token: HistogramFamily,
     pub queue_depth: Family<ModelLabel, Gauge>,
@@ -45,6 +47,8 @@ impl Default for Metrics {
         let prompt_tokens = Family::<ModelLabel, Counter>::default();
         let completion_tokens = Family::<ModelLabel, Counter>::default();
         let cancelled = Family::<ModelLabel, Counter>::default();
+        let timeouts = Family::<ModelLabel, Counter>::default();
+        let failed_steps = Family::<ModelLabel, Counter>::default();
         let ttft = HistogramFamily::new_with_constructor(latency_histogram);
         let time_per_token = HistogramFamily::new_with_constructor(latency_histogram);
         let queue_depth = Family::<ModelLabel, Gauge>::default();
@@ -53,6 +57,16 @@ impl Default for Metrics {
         registry.register("prompt_tokens", "Prompt tokens processed", prompt_tokens.clone());
         registry.register("completion_tokens", "Tokens generated", completion_tokens.clone());
         registry.register("cancelled_requests", "Generations cancelled by a client disconnect", cancelled.clone());
+        registry.register(
+            "request_timeouts",
+            "Generations ended (or refused from the queue) at request_timeout_secs",
+            timeouts.clone(),
+        );
+        registry.register(
+            "failed_steps",
+            "Batch steps that panicked or failed; the batch was rebuilt and serving went on",
+            failed_steps.clone(),
+        );
         registry.register("time_to_first_token_seconds", "Request arrival to first token", ttft.clone());
         registry.register("time_per_output_token_seconds", "Time between consecutive tokens", time_per_token.clone());
         registry.register("queue_depth", "Requests waiting for a batch slot", queue_depth.clone());
@@ -63,6 +77,8 @@ impl Default for Metrics {
             prompt_tokens,
             completion_tokens,
             cancelled,
+            timeouts,
+            failed_steps,
             ttft,
             time_per_token,
             queue_depth,

@@ -97,6 +97,30 @@ pub struct Sampling {
     pub min_p: Option<f32>,
     pub repetition_penalty: Option<f32>,
     pub ignore_eos: Option<bool>,
+    /// The end user, as the client names them; also the trigger of the test-only fault hooks
+    /// (`batching::faults`).
+    pub user: Option<String>,
+}
+
+/// The server's bounds on what one request may ask for.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestLimits {
+    /// `max_tokens` when a request gives none.
+    pub default_max_tokens: usize,
+    /// Larger `max_tokens` are lowered to this.
+    pub max_tokens_limit: usize,
+    /// Longest stop sequence, in bytes.
+    pub max_stop_bytes: usize,
+}
+
+impl RequestLimits {
+    pub fn of(config: &crate::config::ServerConfig) -> Self {
+        RequestLimits {
+            default_max_tokens: config.default_max_tokens,
+            max_tokens_limit: config.max_tokens_limit,
+            max_stop_bytes: config.max_stop_bytes,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,7 +132,7 @@ pub enum Stop {
 
 impl Sampling {
     /// The generation settings these parameters ask for; what cannot be honoured is refused.
-    pub fn generate_config(&self, default_max_tokens: usize) -> Result<GenerateConfig, ApiError> {
+    pub fn generate_config(&self, limits: RequestLimits) -> Result<GenerateConfig, ApiError> {
         let temperature = self.temperature.unwrap_or(1.0);
         if !(0.0..=2.0).contains(&temperature) {
             return Err(ApiError::param("temperature", format!("temperature must be in [0, 2], got {temperature}")));
@@ -149,11 +173,14 @@ impl Sampling {
             (Some(m), _) => ("max_completion_tokens", Some(m)),
             (None, m) => ("max_tokens", m),
         };
+        // Lowered, not refused: clients send huge values to mean "until the end" (the context
+        // bound is applied once the prompt's length is known).
         let max_tokens = match max_tokens {
-            None => default_max_tokens,
-            Some(m) if m >= 1 => m as usize,
+            None => limits.default_max_tokens,
+            Some(m) if m >= 1 => usize::try_from(m).unwrap_or(usize::MAX),
             Some(m) => return Err(ApiError::param(max_param, format!("{max_param} must be at least 1, got {m}"))),
-        };
+        }
+        .min(limits.max_tokens_limit);
         let stop_strings: Vec<String> = match &self.stop {
             None => Vec::new(),
             Some(Stop::One(s)) => vec![s.clone()],
@@ -163,6 +190,13 @@ impl Sampling {
             return Err(ApiError::param(
                 "stop",
                 format!("at most {MAX_STOPS} stop sequences, got {}", stop_strings.len()),
+            ));
+        }
+        // Every step matches the held text against each stop string: their length is work.
+        if let Some(long) = stop_strings.iter().find(|s| s.len() > limits.max_stop_bytes) {
+            return Err(ApiError::param(
+                "stop",
+                format!("a stop sequence is {} bytes; the limit is {} bytes", long.len(), limits.max_stop_bytes),
             ));
         }
         let seed = match self.seed {
@@ -265,15 +299,27 @@ mod tests {
         serde_json::from_str(json).unwrap()
     }
 
+    fn limits(default_max_tokens: usize) -> RequestLimits {
+        RequestLimits { default_max_tokens, max_tokens_limit: 1000, max_stop_bytes: 8 }
+    }
+
     #[test]
     fn maps_the_sampling_parameters() {
         let cfg =
             sampling(r#"{"temperature":0,"top_p":0.5,"max_completion_tokens":7,"max_tokens":9,"stop":"x","seed":3}"#)
-                .generate_config(100)
+                .generate_config(limits(100))
                 .unwrap();
         assert_eq!((cfg.temperature, cfg.top_p, cfg.max_tokens, cfg.seed), (0.0, 0.5, 7, Some(3)));
         assert_eq!(cfg.stop_strings, vec!["x".to_string()]);
-        assert_eq!(sampling("{}").generate_config(100).unwrap().max_tokens, 100);
+        assert_eq!(sampling("{}").generate_config(limits(100)).unwrap().max_tokens, 100);
+    }
+
+    #[test]
+    fn huge_max_tokens_are_lowered_to_the_limit() {
+        for json in [r#"{"max_tokens":9223372036854775807}"#, r#"{"max_completion_tokens":1001}"#] {
+            assert_eq!(sampling(json).generate_config(limits(10)).unwrap().max_tokens, 1000, "{json}");
+        }
+        assert_eq!(sampling("{}").generate_config(limits(5000)).unwrap().max_tokens, 1000);
     }
 
     #[test]
@@ -285,12 +331,15 @@ mod tests {
             (r#"{"max_tokens":0}"#, "max_tokens"),
             (r#"{"n":2}"#, "n"),
             (r#"{"stop":["a","b","c","d","e"]}"#, "stop"),
+            (r#"{"stop":"123456789"}"#, "stop"),
+            (r#"{"stop":["ok","123456789"]}"#, "stop"),
         ] {
-            let e = sampling(json).generate_config(10).unwrap_err();
+            let e = sampling(json).generate_config(limits(10)).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(param), "{json}: {e}");
             assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST);
         }
         // Zero penalties are the API's defaults: accepted.
-        sampling(r#"{"presence_penalty":0,"frequency_penalty":0}"#).generate_config(10).unwrap();
+        sampling(r#"{"presence_penalty":0,"frequency_penalty":0}"#).generate_config(limits(10)).unwrap();
+        sampling(r#"{"stop":"12345678"}"#).generate_config(limits(10)).unwrap();
     }
 }

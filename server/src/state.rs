@@ -1,7 +1,9 @@
 //! What every handler shares: the served models by name, limits, the API key and metrics.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use infer_core::audio::{SpeechRecognizer, SpeechSynthesizer};
 use tokio::sync::Semaphore;
@@ -84,4 +86,71 @@ impl AppState {
 
 fn wrong_kind(name: &str, served: &Served, endpoint: &str, wanted: &str) -> ApiError {
     ApiError::param("model", format!("`{name}` is a {} model; {endpoint} needs a {wanted} model", served.kind()))
+}
+
+/// Whether a text model's scheduler thread still runs, as GET /health reports it. The scheduler
+/// beats at every loop turn, counts the batches it rebuilt after a failed step, and marks itself
+/// dead when its thread ends (a panic outside a step, or a batch it could not rebuild).
+#[derive(Debug)]
+pub struct Liveness {
+    alive: AtomicBool,
+    /// Unix milliseconds of the last loop turn (an idle scheduler waits for work: it stays old).
+    heartbeat_ms: AtomicU64,
+    restarts: AtomicU64,
+    death: Mutex<Option<String>>,
+}
+
+impl Default for Liveness {
+    fn default() -> Self {
+        let l = Liveness {
+            alive: AtomicBool::new(true),
+            heartbeat_ms: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
+            death: Mutex::new(None),
+        };
+        l.beat();
+        l
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis() as u64
+}
+
+impl Liveness {
+    pub fn beat(&self) {
+        self.heartbeat_ms.store(unix_ms(), Ordering::Relaxed);
+    }
+
+    /// A failed step was survived by rebuilding the batch.
+    pub fn restarted(&self) {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn died(&self, why: impl Into<String>) {
+        *self.death.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.into());
+        self.alive.store(false, Ordering::SeqCst);
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// What /health shows of one scheduler.
+    pub fn report(&self) -> serde_json::Value {
+        let age = unix_ms().saturating_sub(self.heartbeat_ms.load(Ordering::Relaxed));
+        let mut v = serde_json::json!({
+            "alive": self.is_alive(),
+            "restarts": self.restarts(),
+            "last_heartbeat_ms_ago": age,
+        });
+        if let Some(why) = self.death.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            v["error"] = why.clone().into();
+        }
+        v
+    }
 }

@@ -3,76 +3,110 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use infer_core::{FinishReason, GenerateConfig};
+use infer_core::{FinishReason, GenerateConfig, TextModel};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
-use crate::batching::{JobEvent, TextService};
+use crate::batching::{Fault, JobEvent, TextService};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
-use crate::openai::{ChatRequest, CompletionRequest, Prompt};
+use crate::openai::{ChatRequest, CompletionRequest, Prompt, RequestLimits};
 use crate::state::AppState;
 
 pub async fn chat_completions(
     State(state): State<Arc<AppState>>,
     ApiJson(req): ApiJson<ChatRequest>,
 ) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
     let text = state.text(&req.model, "/v1/chat/completions")?;
     req.check_supported()?;
     let messages = req.messages()?;
-    let cfg = req.sampling.generate_config(state.config.default_max_tokens)?;
-    let prompt = text.model.chat_ids(&messages).map_err(|e| match e {
-        infer_core::Error::Unsupported(_) => ApiError::param(
-            "model",
-            format!("`{}` has no chat template: send the prompt to /v1/completions instead", req.model),
-        ),
-        other => ApiError::from_core(&other),
-    })?;
+    let cfg = req.sampling.generate_config(RequestLimits::of(&state.config))?;
+    let name = req.model.clone();
+    let prompt = prepare(text, move |model| {
+        model.chat_ids(&messages).map_err(|e| match e {
+            infer_core::Error::Unsupported(_) => ApiError::param(
+                "model",
+                format!("`{name}` has no chat template: send the prompt to /v1/completions instead"),
+            ),
+            other => ApiError::from_core(&other),
+        })
+    })
+    .await?;
     let reply = Reply::new(Kind::Chat, &req.model, req.stream_options.is_some_and(|o| o.include_usage));
-    generate(text, prompt, cfg, reply, req.stream).await
+    let fault = Fault::from_user(req.sampling.user.as_deref());
+    generate(text, Prepared { prompt, cfg, arrived, fault }, reply, req.stream).await
 }
 
 pub async fn completions(
     State(state): State<Arc<AppState>>,
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
     let text = state.text(&req.model, "/v1/completions")?;
     req.check_supported()?;
-    let cfg = req.sampling.generate_config(state.config.default_max_tokens)?;
-    let tokenizer = text.model.tokenizer();
-    let encode = |s: &str| {
-        if s.is_empty() {
-            return Err(ApiError::param("prompt", "the prompt is empty"));
-        }
-        tokenizer.encode(s, tokenizer.adds_bos()).map_err(|e| ApiError::from_core(&e))
-    };
+    let cfg = req.sampling.generate_config(RequestLimits::of(&state.config))?;
     let one = "only one prompt per request is supported: send one request per prompt";
-    let prompt = match &req.prompt {
-        Prompt::Text(s) => encode(s)?,
-        Prompt::Texts(v) if v.len() == 1 => encode(&v[0])?,
-        Prompt::Ids(ids) => ids.clone(),
-        Prompt::IdLists(v) if v.len() == 1 => v[0].clone(),
+    let fault = Fault::from_user(req.sampling.user.as_deref());
+    let reply = Reply::new(Kind::Completion, &req.model, req.stream_options.is_some_and(|o| o.include_usage));
+    let prompt = match req.prompt {
+        Prompt::Ids(ids) => ids,
+        Prompt::IdLists(mut v) if v.len() == 1 => v.remove(0),
+        Prompt::Text(s) => encode(text, s).await?,
+        Prompt::Texts(mut v) if v.len() == 1 => encode(text, v.remove(0)).await?,
         _ => return Err(ApiError::unsupported("prompt", one)),
     };
-    let reply = Reply::new(Kind::Completion, &req.model, req.stream_options.is_some_and(|o| o.include_usage));
-    generate(text, prompt, cfg, reply, req.stream).await
+    generate(text, Prepared { prompt, cfg, arrived, fault }, reply, req.stream).await
 }
 
-async fn generate(
+async fn encode(text: &TextService, prompt: String) -> Result<Vec<u32>, ApiError> {
+    if prompt.is_empty() {
+        return Err(ApiError::param("prompt", "the prompt is empty"));
+    }
+    prepare(text, move |model| {
+        let tokenizer = model.tokenizer();
+        tokenizer.encode(&prompt, tokenizer.adds_bos()).map_err(|e| ApiError::from_core(&e))
+    })
+    .await
+}
+
+/// Runs a template render or tokenization on the blocking pool, at most `prepare_tasks` at once:
+/// a long prompt costs seconds of CPU that must not hold an async worker (every stream's bytes go
+/// through those). The permit lives as long as the work, even when the client leaves.
+async fn prepare<T: Send + 'static>(
     text: &TextService,
+    work: impl FnOnce(&dyn TextModel) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let permit =
+        text.prepare.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("the server is shutting down"))?;
+    let model = text.model.clone();
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        work(model.as_ref())
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("preparing the prompt failed: {e}")))?
+}
+
+/// A request ready for the scheduler.
+struct Prepared {
     prompt: Vec<u32>,
     cfg: GenerateConfig,
-    reply: Reply,
-    stream: bool,
-) -> Result<Response, ApiError> {
+    arrived: Instant,
+    fault: Option<Fault>,
+}
+
+async fn generate(text: &TextService, req: Prepared, reply: Reply, stream: bool) -> Result<Response, ApiError> {
+    let Prepared { prompt, mut cfg, arrived, fault } = req;
     let limit = text.context_limit();
     if prompt.is_empty() {
         return Err(ApiError::param("prompt", "the prompt is empty"));
@@ -84,9 +118,23 @@ async fn generate(
             text.name
         )));
     }
-    let mut events = text.submit(prompt, cfg)?;
-    // Wait for the first event, so a request the batch refuses still gets a proper status.
-    let first = events.recv().await.ok_or_else(|| ApiError::internal("the scheduler stopped"))?;
+    // A bounded context also bounds the completion; `finish_reason` "length" says it was cut.
+    if limit > 0 {
+        cfg.max_tokens = cfg.max_tokens.min(limit - prompt.len());
+    }
+    let deadline = text.deadline(arrived);
+    let timed_out = || ApiError::timeout("the request reached request_timeout_secs before its first token");
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        return Err(timed_out());
+    }
+    let mut events = text.submit(prompt, cfg, arrived, fault)?;
+    // Wait for the first event, so a request the batch refuses still gets a proper status; one
+    // still queued at its deadline is answered here (dropping the receiver cancels it).
+    let first = match deadline {
+        Some(d) => tokio::time::timeout_at(d.into(), events.recv()).await.map_err(|_| timed_out())?,
+        None => events.recv().await,
+    };
+    let first = first.ok_or_else(|| ApiError::internal("the scheduler stopped"))?;
     if let JobEvent::Failed(e) = first {
         return Err(e);
     }
