@@ -51,8 +51,7 @@ impl HfTokenizer {
         let path = dir.join("tokenizer.json");
         let tok_cfg = read_json_opt(&dir.join("tokenizer_config.json"))?;
         let inner = if path.exists() {
-            tokenizers::Tokenizer::from_file(&path)
-                .map_err(|e| Error::config(&path, format!("cannot parse tokenizer: {e}")))?
+            read_tokenizer_json(&path)?
         } else if dir.join("vocab.json").exists() && dir.join("merges.txt").exists() {
             crate::text::byte_bpe::from_vocab_merges(dir, tok_cfg.as_ref())?
         } else {
@@ -125,6 +124,27 @@ impl HfTokenizer {
     }
 }
 
+/// `tokenizer.json` through the tokenizers crate. It is a third-party parser of a downloaded
+/// file, and 0.23.2 panics on some malformed ones (a syntax error inside `decoder` reaches an
+/// `expect`; the fuzzer found it): a panic is an unreadable file like any other.
+fn read_tokenizer_json(path: &Path) -> Result<tokenizers::Tokenizer> {
+    crate::error::catch_panic("the tokenizers crate panicked", || {
+        tokenizers::Tokenizer::from_file(path).map_err(|e| Error::config(path, format!("cannot parse tokenizer: {e}")))
+    })
+    .map_err(|e| e.into_reader_panic(|| format!("{}: cannot parse tokenizer", path.display())))
+}
+
+/// The tokenizers crate's work on a text: the checkpoint's `tokenizer.json` configures it, and
+/// 0.23.2 panics on some configurations (a `Replace` normalizer whose pattern matches the empty
+/// string indexes past its alignments). Such a panic is a tokenizer error, not a crash.
+fn guarded<T>(f: impl FnOnce() -> tokenizers::Result<T>) -> Result<T> {
+    crate::error::catch_panic("the tokenizers crate panicked", || f().map_err(|e| Error::Tokenizer(e.to_string())))
+        .map_err(|e| match e {
+            Error::Panic(m) => Error::Tokenizer(m),
+            other => other,
+        })
+}
+
 fn inner_token(t: &tokenizers::Tokenizer, id: Option<u32>) -> String {
     id.and_then(|i| t.id_to_token(i)).unwrap_or_default()
 }
@@ -139,7 +159,7 @@ fn read_json_opt(path: &Path) -> Result<Option<serde_json::Value>> {
 
 impl Tokenizer for HfTokenizer {
     fn encode(&self, text: &str, add_bos: bool) -> Result<Vec<u32>> {
-        let enc = self.inner.encode(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let enc = guarded(|| self.inner.encode(text, false))?;
         let mut ids = Vec::with_capacity(enc.len() + 1);
         if add_bos {
             if let Some(b) = self.bos {
@@ -154,7 +174,7 @@ impl Tokenizer for HfTokenizer {
         // A copy that splits added tokens like any text; made only for content that needs it.
         let mut literal = self.inner.clone();
         literal.set_encode_special_tokens(true);
-        let enc = literal.encode(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let enc = guarded(|| literal.encode(text, false))?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -163,7 +183,7 @@ impl Tokenizer for HfTokenizer {
     }
 
     fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String> {
-        self.inner.decode(ids, skip_special).map_err(|e| Error::Tokenizer(e.to_string()))
+        guarded(|| self.inner.decode(ids, skip_special))
     }
 
     fn vocab_size(&self) -> usize {
