@@ -1,25 +1,32 @@
 //! POST /v1/audio/transcriptions: a multipart upload (`file`, `model`, `response_format` json /
 //! text / verbose_json, `language`, `stream`), transcribed whole, or streamed as SSE
 //! `transcript.text.delta` events while a recognition session consumes the audio in chunks.
+//!
+//! Bounds: a recognizer's admission is taken when the file part begins, before its bytes are
+//! read (a flood of uploads to a busy server gets 429 at once, not after 25 MB each); the decoded
+//! audio may last `max_audio_seconds` (413 past it: a small compressed file of silence decodes to
+//! gigabytes); the whole request `request_timeout_secs`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::multipart::{Multipart, MultipartError, MultipartRejection};
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use infer_core::audio::{Audio, RecognitionOptions};
-use infer_core::audio_io::{decode_audio, resample};
+use infer_core::audio_io::{decode_audio_within, resample, DecodeFailure, DecodeLimits};
+use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
+use super::audio::Deadline;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::{AppState, Served};
 
 const ENDPOINT: &str = "/v1/audio/transcriptions";
 /// Audio fed to a streaming session per push: 0.5 s at 16 kHz.
@@ -40,6 +47,40 @@ struct Upload {
     format: Option<String>,
     language: Option<String>,
     stream: bool,
+    /// The admission taken when the file part began, and the recognizer it was taken from.
+    admitted: Option<(String, OwnedSemaphorePermit)>,
+}
+
+/// `?model=NAME`: names the recognizer before the body, so its own admission is taken.
+#[derive(Deserialize)]
+pub struct TranscriptionQuery {
+    model: Option<String>,
+}
+
+/// An admission to hold while the file part is read. With the model named (in the query or a
+/// field before the file), that recognizer's; else any recognizer's with room (the upload is
+/// exchanged for its own model's once the form names it): uploads being read are bounded by the
+/// sum of the recognizers' admissions either way.
+fn admit_upload(state: &AppState, model: Option<&str>) -> Result<(String, OwnedSemaphorePermit), ApiError> {
+    if let Some(name) = model {
+        let service = state.recognizer(name, ENDPOINT)?;
+        let permit = service.admission.clone().try_acquire_owned().map_err(|_| ApiError::queue_full(2))?;
+        return Ok((name.to_string(), permit));
+    }
+    let mut recognizers = state
+        .models
+        .iter()
+        .filter_map(|(name, served)| match served {
+            Served::Recognizer(r) => Some((name, r)),
+            _ => None,
+        })
+        .peekable();
+    if recognizers.peek().is_none() {
+        return Err(ApiError::param("model", format!("{ENDPOINT} needs a speech recognition model; none is served")));
+    }
+    recognizers
+        .find_map(|(name, r)| r.admission.clone().try_acquire_owned().ok().map(|p| (name.clone(), p)))
+        .ok_or_else(|| ApiError::queue_full(2))
 }
 
 fn multipart_error(e: MultipartError) -> ApiError {
@@ -50,11 +91,14 @@ fn multipart_error(e: MultipartError) -> ApiError {
     }
 }
 
-async fn read_form(mut form: Multipart) -> Result<Upload, ApiError> {
-    let mut up = Upload::default();
+async fn read_form(mut form: Multipart, state: &AppState, query_model: Option<String>) -> Result<Upload, ApiError> {
+    let mut up = Upload { model: query_model.clone(), ..Upload::default() };
     while let Some(field) = form.next_field().await.map_err(multipart_error)? {
         let name = field.name().unwrap_or_default().to_string();
         if name == "file" {
+            if up.admitted.is_none() {
+                up.admitted = Some(admit_upload(state, up.model.as_deref())?);
+            }
             let file_name = field.file_name().unwrap_or("upload").to_string();
             let bytes = field.bytes().await.map_err(multipart_error)?;
             up.file = Some((file_name, bytes.to_vec()));
@@ -62,7 +106,15 @@ async fn read_form(mut form: Multipart) -> Result<Upload, ApiError> {
         }
         let value = field.text().await.map_err(multipart_error)?;
         match name.as_str() {
-            "model" => up.model = Some(value),
+            "model" => match &query_model {
+                Some(q) if *q != value => {
+                    return Err(ApiError::param(
+                        "model",
+                        format!("the form names the model `{value}` but the query `{q}`: name one"),
+                    ))
+                }
+                _ => up.model = Some(value),
+            },
             "response_format" => up.format = Some(value),
             "language" => up.language = Some(value).filter(|l| !l.is_empty()),
             "stream" => up.stream = value == "true",
@@ -94,27 +146,42 @@ fn response_format(name: Option<&str>) -> Result<Format, ApiError> {
 
 pub async fn transcriptions(
     State(state): State<Arc<AppState>>,
+    Query(query): Query<TranscriptionQuery>,
     form: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, ApiError> {
+    let deadline = Deadline::new(state.config.request_timeout_secs);
     let form =
         form.map_err(|e| ApiError::invalid(format!("expected a multipart/form-data upload: {}", e.body_text())))?;
-    let up = read_form(form).await?;
+    let up = deadline.within(read_form(form, &state, query.model)).await??;
     let model_name = up.model.ok_or_else(|| ApiError::param("model", "missing form field `model`"))?;
     let service = state.recognizer(&model_name, ENDPOINT)?;
     let format = response_format(up.format.as_deref())?;
     let (file_name, bytes) = up.file.ok_or_else(|| ApiError::param("file", "missing form field `file` (the audio)"))?;
     let ext = std::path::Path::new(&file_name).extension().and_then(|e| e.to_str()).map(str::to_owned);
-    let Ok(admitted) = service.admission.clone().try_acquire_owned() else {
-        return Err(ApiError::queue_full(2));
+    // The admission held while the file was read, exchanged for this model's if it was another's.
+    let admitted = match up.admitted {
+        Some((held, permit)) if held == model_name => permit,
+        _ => service.admission.clone().try_acquire_owned().map_err(|_| ApiError::queue_full(2))?,
     };
-    let permit = service.permits.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("shutting down"))?;
+    let permit = deadline
+        .within(service.permits.clone().acquire_owned())
+        .await?
+        .map_err(|_| ApiError::unavailable("shutting down"))?;
     let model = service.model.clone();
     let options = RecognitionOptions { language: up.language.clone(), ..RecognitionOptions::default() };
+    let limits = DecodeLimits { max_seconds: Some(state.config.max_audio_seconds) };
     // Decoding the upload is part of the blocking work.
     let decode = move || -> Result<Audio, ApiError> {
-        let loaded = decode_audio(bytes, ext.as_deref(), &file_name)
-            .map_err(|e| ApiError::param("file", format!("not a readable audio file: {e}")))?;
-        Ok(loaded.audio)
+        match decode_audio_within(bytes, ext.as_deref(), &file_name, &limits) {
+            Ok(loaded) => Ok(loaded.audio),
+            Err(too_long @ DecodeFailure::TooLong { .. }) => Err(ApiError {
+                param: Some("file".into()),
+                ..ApiError::too_large(format!("{too_long} (max_audio_seconds)"))
+            }),
+            Err(DecodeFailure::Unreadable(e)) => {
+                Err(ApiError::param("file", format!("not a readable audio file: {e}")))
+            }
+        }
     };
     if up.stream {
         let (tx, rx) = mpsc::unbounded_channel::<serde_json::Value>();
@@ -134,6 +201,7 @@ pub async fn transcriptions(
                     tx.send(json!({ "type": "transcript.text.delta", "delta": delta })).is_ok()
                 };
                 for chunk in audio.samples.chunks(STREAM_CHUNK) {
+                    deadline.check()?;
                     let d = session.push_audio(chunk).map_err(|e| ApiError::from_core(&e))?;
                     if !send(d.text) {
                         return Ok(None); // the client left
@@ -160,13 +228,16 @@ pub async fn transcriptions(
             .body(Body::from_stream(body))
             .expect("static headers"));
     }
-    let transcript = tokio::task::spawn_blocking(move || {
-        let _held = (admitted, permit);
-        let audio = decode()?;
-        model.transcribe(&audio, &options).map_err(|e| ApiError::from_core(&e))
-    })
-    .await
-    .map_err(|e| ApiError::internal(format!("transcription task failed: {e}")))??;
+    // `transcribe` cannot be interrupted: past the deadline the client gets its error and the
+    // work finishes in the background, its permit held until then.
+    let transcript = deadline
+        .within(tokio::task::spawn_blocking(move || {
+            let _held = (admitted, permit);
+            let audio = decode()?;
+            model.transcribe(&audio, &options).map_err(|e| ApiError::from_core(&e))
+        }))
+        .await?
+        .map_err(|e| ApiError::internal(format!("transcription task failed: {e}")))??;
     let seconds = transcript.metrics.audio_seconds;
     Ok(match format {
         Format::Text => transcript.text.into_response(),

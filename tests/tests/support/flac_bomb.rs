@@ -16,8 +16,8 @@ pub fn silent_flac(seconds: u64, rate: u32) -> Vec<u8> {
     out.extend((BLOCK as u16).to_be_bytes()); // min block size
     out.extend((BLOCK as u16).to_be_bytes()); // max block size
     out.extend([0; 6]); // min / max frame size: unknown
-                        // rate (20 bits), channels - 1 (3), bits per sample - 1 (5), total samples (36).
-    let packed = (rate as u64) << 44 | 0 << 41 | 15 << 36 | total;
+                        // rate (20 bits), channels - 1 (3 bits, 0: mono), bits per sample - 1 (5), total samples (36).
+    let packed = (rate as u64) << 44 | 15 << 36 | total;
     out.extend(packed.to_be_bytes());
     out.extend([0; 16]); // MD5 of the samples: unknown
     for n in 0..frames {
