@@ -4,10 +4,11 @@
 use std::convert::Infallible;
 use std::io::Write;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::Response;
 use base64::Engine;
 use infer_core::audio::{AudioMetrics, SpeechOptions, Voice};
@@ -46,6 +47,69 @@ pub struct SpeechRequest {
     max_frames: Option<usize>,
 }
 
+/// When a speech request must be done by (`request_timeout_secs`, 0: never), from its arrival.
+#[derive(Clone, Copy)]
+pub(super) struct Deadline {
+    at: Option<Instant>,
+    secs: u64,
+}
+
+impl Deadline {
+    pub fn new(secs: u64) -> Self {
+        Deadline { at: (secs > 0).then(|| Instant::now() + Duration::from_secs(secs)), secs }
+    }
+
+    /// The error of a request past its deadline: 504, naming the limit.
+    pub fn error(&self) -> ApiError {
+        ApiError {
+            status: StatusCode::GATEWAY_TIMEOUT,
+            kind: "server_error",
+            code: Some("request_timeout"),
+            message: format!("the request ran past the server's limit of {} s (request_timeout_secs)", self.secs),
+            param: None,
+            retry_after: None,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.at.is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// `Err` once the deadline has passed (for work that checks between steps).
+    pub fn check(&self) -> Result<(), ApiError> {
+        if self.passed() {
+            return Err(self.error());
+        }
+        Ok(())
+    }
+
+    /// `work`, or the deadline's error if it is not done by then.
+    pub async fn within<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T, ApiError> {
+        match self.at {
+            None => Ok(work.await),
+            Some(at) => tokio::time::timeout_at(at.into(), work).await.map_err(|_| self.error()),
+        }
+    }
+
+    /// Cancels `cancel` when the deadline passes; the returned guard stops the timer.
+    fn cancel_at(&self, cancel: CancelToken) -> Option<AbortOnDrop> {
+        let at = self.at?;
+        Some(AbortOnDrop(tokio::spawn(async move {
+            tokio::time::sleep_until(at.into()).await;
+            cancel.cancel();
+        })))
+    }
+}
+
+/// Stops a timer task when the request it watches is done.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum StreamFormat {
     Whole,
@@ -57,6 +121,7 @@ pub async fn speech(
     State(state): State<Arc<AppState>>,
     ApiJson(req): ApiJson<SpeechRequest>,
 ) -> Result<Response, ApiError> {
+    let deadline = Deadline::new(state.config.request_timeout_secs);
     let service = state.speech(&req.model)?;
     let format = response_format(req.response_format.as_deref())?;
     let stream = match req.stream_format.as_deref() {
@@ -71,15 +136,20 @@ pub async fn speech(
     let Ok(admitted) = service.admission.clone().try_acquire_owned() else {
         return Err(ApiError::queue_full(2));
     };
-    let permit = service.permits.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("shutting down"))?;
+    let permit = deadline
+        .within(service.permits.clone().acquire_owned())
+        .await?
+        .map_err(|_| ApiError::unavailable("shutting down"))?;
     let model = service.model.clone();
     let rate = model.sample_rate();
     let (tx, rx) = mpsc::unbounded_channel::<SpeechEvent>();
     let cancel = CancelToken::new();
     let guard = CancelOnDrop(cancel.clone());
+    // At the deadline the synthesis is cancelled and ends with the deadline's error.
+    let timer = deadline.cancel_at(cancel.clone());
     let text = req.input;
     tokio::task::spawn_blocking(move || {
-        let _held = (admitted, permit);
+        let _held = (admitted, permit, timer);
         let sink_tx = tx.clone();
         let outcome = (|| {
             let mut sink = stream_writer(Box::new(ChannelWriter(sink_tx)), "response", format, rate)?;
@@ -102,6 +172,7 @@ pub async fn speech(
         })();
         let _ = tx.send(match outcome {
             Ok(m) => SpeechEvent::Done(m),
+            Err(_) if deadline.passed() => SpeechEvent::Failed(deadline.error()),
             Err(e) => SpeechEvent::Failed(ApiError::from_core(&e)),
         });
     });
