@@ -51,7 +51,6 @@ pub fn serve_with(registry: &Registry, config: ServerConfig, on_loaded: impl FnO
         let local = listener.local_addr()?;
         let auth = if config.api_key.is_some() { " (API key required)" } else { "" };
         let router = routes::router(state)?;
-        eprintln!("listening on http://{local}{auth}");
         if config.api_key.is_none() && !local.ip().is_loopback() {
             eprintln!(
                 "warning: listening on {} without an API key: anyone who can reach it can use the models \
@@ -59,6 +58,8 @@ pub fn serve_with(registry: &Registry, config: ServerConfig, on_loaded: impl FnO
                 local.ip()
             );
         }
+        // After the warning: whoever waits for this line has the warning too.
+        eprintln!("listening on http://{local}{auth}");
         let deadlines = connection::Deadlines {
             header: Duration::from_secs(config.header_timeout_secs),
             idle: Duration::from_secs(config.idle_timeout_secs),
