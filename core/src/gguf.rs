@@ -33,8 +33,9 @@ impl GgufFile {
         if mmap.len() < 4 || &mmap[..4] != b"GGUF" {
             return Err(Error::checkpoint(path, "not a GGUF file (bad magic)"));
         }
+        let header = scan_header(&mmap).map_err(|e| Error::checkpoint(path, format!("invalid GGUF header ({e})")))?;
         // candle's parser divides by this without checking it (candle-core 0.11.1).
-        if declared_alignment(&mmap) == Some(0) {
+        if header.alignment == Some(0) {
             return Err(Error::checkpoint(path, "invalid GGUF header (general.alignment is 0)"));
         }
         let mut cursor = std::io::Cursor::new(&mmap[..]);
@@ -193,36 +194,52 @@ fn byte_range(data_offset: u64, offset: u64, dtype: DType, shape: &[usize]) -> O
     Some(start..start.checked_add(bytes)?)
 }
 
-/// The integer value of `general.alignment` in a GGUF header (the last one, as candle keeps),
-/// found by walking the metadata entries ahead of candle's parser; `None` when absent, not an
-/// integer, or the header is malformed (candle then says what is wrong).
-fn declared_alignment(data: &[u8]) -> Option<u64> {
-    let mut r = HeaderReader { data, pos: 4 };
-    let wide = r.take::<4>().map(u32::from_le_bytes)? >= 2; // v1 has 32-bit counts and lengths
-    r.len(wide)?; // tensor count
-    let entries = r.len(wide)?;
-    let mut alignment = None;
+/// Longest metadata array: real vocabularies hold at most a few hundred thousand tokens and
+/// merges. candle keeps each element as a 32-byte value, so a file of 2^30 one-byte elements
+/// (which candle's own check allows) would take 32 GB.
+const MAX_METADATA_ARRAY: u64 = 1 << 24;
+
+/// What the header walk ahead of candle's parser learns.
+struct HeaderScan {
+    /// The integer value of `general.alignment` (the last one, as candle keeps); `None` when
+    /// absent or not an integer.
+    alignment: Option<u64>,
+}
+
+/// Walks the metadata entries ahead of candle's parser: refuses arrays longer than
+/// [`MAX_METADATA_ARRAY`] (naming the key) and finds `general.alignment`. A malformed header is
+/// left to candle, which says what is wrong.
+fn scan_header(data: &[u8]) -> std::result::Result<HeaderScan, String> {
+    let mut r = HeaderReader { data, pos: 4, too_long: None };
+    let mut scan = HeaderScan { alignment: None };
+    let Some(wide) = r.take::<4>().map(|v| u32::from_le_bytes(v) >= 2) else { return Ok(scan) }; // v1: 32-bit counts
+    let Some(entries) = r.len(wide).and_then(|_tensors| r.len(wide)) else { return Ok(scan) };
     for _ in 0..entries {
-        let key_len = r.len(wide)?;
-        let is_alignment = r.bytes(key_len)? == b"general.alignment";
-        let kind = r.take::<4>().map(u32::from_le_bytes)?;
-        if is_alignment {
-            alignment = match kind {
+        let Some(key_len) = r.len(wide) else { break };
+        let Some(key) = r.bytes(key_len).map(|k| String::from_utf8_lossy(k).into_owned()) else { break };
+        let Some(kind) = r.take::<4>().map(u32::from_le_bytes) else { break };
+        if key == "general.alignment" {
+            scan.alignment = match kind {
                 0 | 1 => r.take::<1>().map(|b| u64::from(b[0])),
                 2 | 3 => r.take::<2>().map(|b| u64::from(u16::from_le_bytes(b))),
                 4 | 5 => r.take::<4>().map(|b| u64::from(u32::from_le_bytes(b))),
                 _ => r.skip_value(kind, wide, 0).and(None),
             };
-        } else {
-            r.skip_value(kind, wide, 0)?;
+        } else if r.skip_value(kind, wide, 0).is_none() {
+            if let Some(n) = r.too_long {
+                return Err(format!("metadata `{key}` is an array of {n} elements; at most {MAX_METADATA_ARRAY}"));
+            }
+            break;
         }
     }
-    alignment
+    Ok(scan)
 }
 
 struct HeaderReader<'a> {
     data: &'a [u8],
     pos: usize,
+    /// The length of an array that stopped the walk for being longer than the limit.
+    too_long: Option<u64>,
 }
 
 impl HeaderReader<'_> {
@@ -259,6 +276,10 @@ impl HeaderReader<'_> {
             9 if depth < 4 => {
                 let elem = self.take::<4>().map(u32::from_le_bytes)?;
                 let n = self.len(wide)?;
+                if n > MAX_METADATA_ARRAY {
+                    self.too_long = Some(n);
+                    return None;
+                }
                 for _ in 0..n {
                     self.skip_value(elem, wide, depth + 1)?;
                 }
