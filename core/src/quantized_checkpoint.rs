@@ -313,12 +313,12 @@ fn in_real_folder(file: &Path) -> Result<PathBuf> {
 }
 
 /// Every file under `dir`, recursively, in a stable order (a linked folder once: links may loop).
-/// Links are followed only where that cannot copy a stranger's files: a link to a folder outside
-/// `dir` (a whole home directory, say) is refused; a link to a file outside is read, and is named
-/// by [`linked_outside`] so the caller can say so (a Hugging Face cache links each file of a
-/// snapshot to a blob elsewhere); anything but files and folders (a FIFO, `/dev/zero`) is refused.
+/// Links to files and folders outside `dir` are followed (a Hugging Face cache links each file of
+/// a snapshot to a blob elsewhere; a checkpoint may link its codec's folder) and named by
+/// [`linked_outside`], so the caller says what is read from outside; anything but files and
+/// folders (a FIFO, `/dev/zero`) is refused.
 fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
-    fn walk(root: &Path, dir: &Path, seen: &mut Vec<PathBuf>, out: &mut Vec<PathBuf>) -> Result<()> {
+    fn walk(dir: &Path, seen: &mut Vec<PathBuf>, out: &mut Vec<PathBuf>) -> Result<()> {
         let real = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
         if seen.contains(&real) {
             return Ok(());
@@ -334,15 +334,7 @@ fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
             let meta = std::fs::metadata(&target).map_err(|e| Error::io(&target, e))?;
             let linked = p.symlink_metadata().map_err(|e| Error::io(&p, e))?.file_type().is_symlink();
             if meta.is_dir() {
-                if linked && !target.starts_with(root) {
-                    return Err(Error::invalid(format!(
-                        "{} links to the folder {} outside the checkpoint: refused (copy what the model needs \
-                         into the checkpoint folder)",
-                        p.display(),
-                        target.display()
-                    )));
-                }
-                walk(root, &p, seen, out)?;
+                walk(&p, seen, out)?;
             } else if meta.is_file() {
                 out.push(p);
             } else {
@@ -355,21 +347,33 @@ fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
         }
         Ok(())
     }
-    let root = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
     let mut out = Vec::new();
-    walk(&root, dir, &mut Vec::new(), &mut out)?;
+    walk(dir, &mut Vec::new(), &mut out)?;
     Ok(out)
 }
 
-/// The files of the checkpoint `src` that are links to files outside it, with what they link to:
-/// `infer quantize` copies their contents as ordinary files and says which they were.
+/// The links in the checkpoint `src` (to files or folders) that lead outside it, with where they
+/// lead: `infer quantize` copies what they hold as ordinary files and folders, and says so.
 pub fn linked_outside(src: &Path) -> Result<Vec<(PathBuf, PathBuf)>> {
     let root = src.canonicalize().map_err(|e| Error::io(src, e))?;
-    let mut linked = Vec::new();
+    let mut linked: Vec<(PathBuf, PathBuf)> = Vec::new();
     for file in files_under(src)? {
-        let target = file.canonicalize().map_err(|e| Error::io(&file, e))?;
-        if !target.starts_with(&root) {
-            linked.push((file, target));
+        let rel = file.strip_prefix(src).unwrap_or(&file);
+        // The outermost link on the way to the file that leaves the checkpoint.
+        let mut at = src.to_path_buf();
+        for part in rel.components() {
+            at.push(part);
+            let is_link = at.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink());
+            if !is_link {
+                continue;
+            }
+            let target = at.canonicalize().map_err(|e| Error::io(&at, e))?;
+            if !target.starts_with(&root) {
+                if !linked.iter().any(|(l, _)| *l == at) {
+                    linked.push((at.clone(), target));
+                }
+                break;
+            }
         }
     }
     Ok(linked)

@@ -36,12 +36,12 @@ pub fn run(registry: &Registry, args: QuantizeArgs) -> Result<()> {
     }
     // The checkpoint folder (`--model` may name a file in it).
     let src = &info.path;
-    // Refuses links to folders outside the checkpoint and anything but files and folders.
+    // Refuses anything but files and folders (a FIFO would block the copy).
     check_source(src)?;
     check_destination(src, &args.out)?;
     for (file, target) in linked_outside(src)? {
         eprintln!(
-            "note: {} links to {}, outside the checkpoint: its contents are copied as an ordinary file",
+            "warning: {} links to {}, outside the checkpoint: what it holds is read and copied as ordinary files",
             file.display(),
             target.display()
         );
