@@ -23,7 +23,8 @@ fn within(seconds: f64) -> DecodeLimits {
 fn an_hour_of_flac_silence_stops_at_the_limit_with_bounded_memory() {
     // 40 KB of FLAC for an hour at 48 kHz: 172.8 M samples, 691 MB as f32.
     let bomb = flac_bomb::silent_flac(3600, 48_000);
-    assert!(bomb.len() < 64 << 10, "{} bytes", bomb.len());
+    let bytes = bomb.len();
+    assert!(bytes < 64 << 10, "{bytes} bytes");
     let before = peak_rss();
     let started = std::time::Instant::now();
     let err = decode_audio_within(bomb, Some("flac"), "bomb.flac", &within(60.0)).expect_err("refused");
