@@ -41,14 +41,9 @@ fn an_hour_of_flac_silence_stops_at_the_limit_with_bounded_memory() {
     assert!(message.contains("bomb.flac") && message.contains("60 s") && message.contains("stopped at"), "{message}");
     // 60 s of f32 is 11.5 MB (a growing Vec may hold twice that); the whole hour would be 691 MB.
     assert!(grown < 150 << 20, "peak RSS grew {} MB", grown >> 20);
-    // Generous liveness bound: decoding the hour took minutes on this machine's class of host.
+    // A generous liveness bound only (refusing took 20-30 ms here).
     assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
-    eprintln!(
-        "hour-long bomb: {} bytes, refused after {:?}, peak RSS +{} MB",
-        40 << 10,
-        started.elapsed(),
-        grown >> 20
-    );
+    eprintln!("hour-long bomb: {} bytes, refused after {:?}, peak RSS +{} MB", bytes, started.elapsed(), grown >> 20);
 
     // The same construction is real FLAC: two minutes of it decode whole without a limit.
     let two_minutes = decode_audio(flac_bomb::silent_flac(120, 48_000), Some("flac"), "small.flac").unwrap();
