@@ -126,11 +126,17 @@ impl TextService {
             Err(mpsc::error::TrySendError::Closed(_)) if self.liveness.is_alive() => {
                 Err(ApiError::unavailable("the server is shutting down"))
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(ApiError::unavailable(format!(
-                "the scheduler of `{}` stopped: the server needs a restart",
-                self.name
-            ))),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(self.stopped()),
         }
+    }
+
+    /// The answer to a request whose scheduler ended under it: 503 once the scheduler is dead (a
+    /// job may enter the queue while the thread is still unwinding), else 500.
+    pub fn stopped(&self) -> ApiError {
+        if self.liveness.is_alive() {
+            return ApiError::internal("the scheduler stopped");
+        }
+        ApiError::unavailable(format!("the scheduler of `{}` stopped: the server needs a restart", self.name))
     }
 
     /// Positions a sequence may hold (0: unbounded: a rotating cache, or a model without a

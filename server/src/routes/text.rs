@@ -134,7 +134,7 @@ async fn generate(text: &TextService, req: Prepared, reply: Reply, stream: bool)
         Some(d) => tokio::time::timeout_at(d.into(), events.recv()).await.map_err(|_| timed_out())?,
         None => events.recv().await,
     };
-    let first = first.ok_or_else(|| ApiError::internal("the scheduler stopped"))?;
+    let first = first.ok_or_else(|| text.stopped())?;
     if let JobEvent::Failed(e) = first {
         return Err(e);
     }
