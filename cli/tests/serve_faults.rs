@@ -189,7 +189,11 @@ fn faults_and_load_lose_no_request() {
     for r in records.iter().filter(|r| r["expected"] == "completed") {
         let prompt = r["prompt"].as_str().unwrap();
         assert!(solo[prompt].is_string(), "no solo output for {prompt}");
-        assert_eq!(r["text"], solo[prompt], "{prompt}: a completed stream differs from its solo output ({})", r["kind"]);
+        assert_eq!(
+            r["text"], solo[prompt],
+            "{prompt}: a completed stream differs from its solo output ({})",
+            r["kind"]
+        );
     }
     // Bounded memory: the bombs never decode past 30 s of audio, and what the mix leaves over the
     // warm-up round (same load, no attacks) is allocator noise, not rounds of leaked requests.

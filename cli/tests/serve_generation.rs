@@ -335,14 +335,9 @@ fn a_panicking_or_failing_request_fails_alone() {
             assert_eq!(status, 500, "{fault}: {v}");
             assert_eq!(v["error"]["type"], "server_error", "{v}");
         });
-        // Resumed streams re-prefill their tokens so far; prefill and decode may round apart, so a
-        // near tie can turn later (seen once in several runs on Gemma): what must hold is that
-        // they complete, and with the solo text up to the fault.
-        for (g, s) in got.iter().zip(&solo) {
-            let same = g.chars().zip(s.chars()).take_while(|(a, b)| a == b).count();
-            eprintln!("{fault}: resumed stream matches its solo text for {same} of {} chars", s.chars().count());
-            assert!(same > 0 && !g.is_empty(), "{fault}: {g:?} vs solo {s:?}");
-        }
+        // Resumed streams recompute their tokens so far as they were computed (a prefill of the
+        // prompt, then one decode step per token): they go on exactly as they would have.
+        assert_eq!(got, solo, "{fault}: the streams beside the fault differ from their solo output");
         let (status, v) = server.request("GET", "/health", &Value::Null);
         assert_eq!((status, v["status"].as_str()), (200, Some("ok")), "{v}");
     }

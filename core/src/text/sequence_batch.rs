@@ -56,4 +56,13 @@ pub trait SequenceBatch: Send {
     }
     /// One forward for every sequence in the batch: a token (or its end) for each.
     fn step(&mut self) -> Vec<SeqEvent>;
+    /// Puts back a sequence that was running in another batch (one whose step failed): its
+    /// `prompt`, the ids it had `generated` and its original `cfg`. The batch recomputes them as
+    /// they were first computed (the prompt as a prefill, then each generated id as one decode
+    /// step, reporting nothing for them), so the sequence goes on with the tokens, the sampler
+    /// state and the held-back text it would have had. Batches that cannot replay say so.
+    fn resume(&mut self, prompt: Vec<u32>, generated: &[u32], cfg: &GenerateConfig) -> Result<SeqId> {
+        let _ = (prompt, generated, cfg);
+        Err(Error::unsupported("this batch cannot resume sequences"))
+    }
 }

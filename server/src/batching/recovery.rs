@@ -1,6 +1,6 @@
 //! After a step panicked or failed as a whole: a new batch, the blame on the sequence admitted
-//! last, and the others resumed from their prompt and tokens so far (a prefill of both, then
-//! decoding goes on; greedy sequences continue with the tokens they would have had).
+//! last, and the others resumed: their prompt and tokens so far recomputed as they were (a
+//! prefill, then one decode step per token), so they go on with the tokens they would have had.
 //!
 //! The rules: a failed step blames its one fresh admission (admitted since the last step that ran
 //! through), which gets the error. Several fresh ones go on probation: re-admitted one per step, so
@@ -72,7 +72,8 @@ impl Scheduler {
                 l.fail(ApiError::internal(format!("the model failed on this request: {why}")));
                 continue;
             }
-            if !l.fresh {
+            // Only a failure nobody fresh can be blamed for counts against the others.
+            if !l.fresh && fresh == 0 {
                 l.strikes += 1;
                 if l.strikes >= 2 {
                     failed += 1;
@@ -95,9 +96,23 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Adds `l` to `batch` again: its prompt and tokens so far as the new prompt, the tokens left
-    /// as its budget. `None` (and `l` answered) when the batch refuses it.
+    /// Adds `l` to `batch` again. A batch that replays (the engine's) recomputes its tokens as
+    /// they were computed, so it goes on exactly as it would have; otherwise its prompt and
+    /// tokens so far become the new prompt (a prefill rounds differently from the decode steps
+    /// it replaces, so greedy text can part at a near tie), the tokens left its budget. `None`
+    /// (and `l` answered) when the batch refuses it.
     pub(super) fn resume(&self, batch: &mut dyn SequenceBatch, mut l: Live) -> Option<(SeqId, Live)> {
+        match batch.resume(l.prompt.clone(), &l.generated, &l.cfg) {
+            Ok(seq) => {
+                l.carry.clear();
+                return Some((seq, l));
+            }
+            Err(infer_core::Error::Unsupported(_)) => {}
+            Err(e) => {
+                l.fail(ApiError::internal(format!("the request could not be resumed after a failed step: {e}")));
+                return None;
+            }
+        }
         let mut ids = l.prompt.clone();
         ids.extend_from_slice(&l.generated);
         let mut cfg = l.cfg.clone();

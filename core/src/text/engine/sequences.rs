@@ -1,6 +1,8 @@
 //! The engine's [`SequenceBatch`]: each sequence keeps its own KV cache, sampler, stop state and
 //! text decoder; a step runs one forward over the new tokens of all of them.
 
+use std::collections::VecDeque;
+
 use crate::text::kv_cache::KvCache;
 use crate::text::sampling::Sampler;
 use crate::text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch};
@@ -29,6 +31,9 @@ struct Sequence {
     decoder: StreamDecoder,
     /// Decoded text held back because it may begin a stop string.
     held: String,
+    /// Ids a resumed sequence had generated in its old batch: fed back one a step, in place of
+    /// what the sampler picks, without events (the client has their text).
+    replay: VecDeque<u32>,
 }
 
 impl<'a> EngineBatch<'a> {
@@ -65,14 +70,21 @@ impl<'a> EngineBatch<'a> {
 impl Sequence {
     /// Samples from `logits` and advances: the event to report and whether the sequence ended.
     fn advance(&mut self, engine: &LlmEngine, mut logits: Vec<f32>, max_positions: usize) -> Result<Vec<SeqEvent>> {
-        let id = self.sampler.sample(&mut logits, &self.history);
-        if self.stop_ids.contains(&id) {
+        // The sampler runs on replayed steps too, so a seeded one draws what it drew before.
+        let sampled = self.sampler.sample(&mut logits, &self.history);
+        let replayed = self.replay.pop_front();
+        let id = replayed.unwrap_or(sampled);
+        if replayed.is_none() && self.stop_ids.contains(&id) {
             return Ok(vec![self.finished(FinishReason::Stop)]);
         }
         self.history.push(id);
         let delta = self.decoder.push(engine.tokenizer.as_ref(), id)?;
         self.held.push_str(&delta);
         let (emit, stopped) = split_at_stop(&mut self.held, &self.cfg.stop_strings);
+        if replayed.is_some() {
+            // Sent from the old batch; the held-back text stays held, as it was there.
+            return Ok(Vec::new());
+        }
         let generated = self.history.len() - self.prompt_len;
         let ending = if stopped {
             Some(FinishReason::Stop)
@@ -130,8 +142,19 @@ impl SequenceBatch for EngineBatch<'_> {
             fed: 0,
             decoder: StreamDecoder::new(),
             held: String::new(),
+            replay: VecDeque::new(),
             cfg: cfg.clone(),
         });
+        Ok(id)
+    }
+
+    fn resume(&mut self, prompt: Vec<u32>, generated: &[u32], cfg: &GenerateConfig) -> Result<SeqId> {
+        if generated.len() >= cfg.max_tokens {
+            return Err(Error::invalid("the sequence had generated all its tokens"));
+        }
+        let id = self.add(prompt, cfg)?;
+        let s = self.seqs.last_mut().expect("just added");
+        s.replay = generated.iter().copied().collect();
         Ok(id)
     }
 
