@@ -68,7 +68,7 @@ pub async fn serve(
 
 async fn serve_connection(stream: TcpStream, router: Router, deadlines: Deadlines, mut stop: watch::Receiver<()>) {
     let clock = Arc::new(Clock::new(deadlines));
-    let io = TokioIo::new(Tracked { inner: stream, clock: clock.clone() });
+    let io = TokioIo::new(Tracked { inner: Some(stream), clock: clock.clone() });
     let service = {
         let clock = clock.clone();
         hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
@@ -186,16 +186,56 @@ impl Drop for Running {
     }
 }
 
-/// The socket, telling the clock when bytes arrive.
+/// How long, and how many bytes, a closing connection reads what its client still sends.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 64 << 20;
+
+/// The socket, telling the clock when bytes arrive; it lingers when dropped.
 struct Tracked {
-    inner: TcpStream,
+    /// `Some` until dropped.
+    inner: Option<TcpStream>,
     clock: Arc<Clock>,
+}
+
+impl Tracked {
+    fn io(&mut self) -> &mut TcpStream {
+        self.inner.as_mut().expect("the socket is open until dropped")
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        // Dropped inside its connection's task, so a runtime is there to linger on.
+        if let (Some(stream), Ok(runtime)) = (self.inner.take(), tokio::runtime::Handle::try_current()) {
+            runtime.spawn(linger(stream));
+        }
+    }
+}
+
+/// A socket closed with input unread makes the kernel send a reset, which can destroy a response
+/// the client has not read yet: a 413 answered while the body is still arriving reached the
+/// client as a broken connection. So the write side is shut and what the client still sends is
+/// read and dropped, for a short while, before the socket closes (nginx's lingering close).
+async fn linger(mut stream: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = stream.shutdown().await;
+    let mut buf = vec![0u8; 64 << 10];
+    let drain = async {
+        let mut left = LINGER_BYTES;
+        while left > 0 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER_TIME, drain).await;
 }
 
 impl AsyncRead for Tracked {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let polled = Pin::new(self.io()).poll_read(cx, buf);
         if buf.filled().len() > before {
             self.clock.bytes_read();
         }
@@ -205,7 +245,7 @@ impl AsyncRead for Tracked {
 
 impl AsyncWrite for Tracked {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        Pin::new(self.io()).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -213,18 +253,18 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        Pin::new(self.io()).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.inner.as_ref().is_some_and(TcpStream::is_write_vectored)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        Pin::new(self.io()).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        Pin::new(self.io()).poll_shutdown(cx)
     }
 }
