@@ -257,10 +257,10 @@ fn a_busy_recognizer_refuses_uploads_before_reading_them() {
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
 
-/// 200 s of noise at 16 kHz as a 16-bit WAV (6.4 MB): the tiny recognizer takes several seconds.
-fn long_noise_wav() -> Vec<u8> {
+/// `seconds` of noise at 16 kHz as a 16-bit WAV (32 KB a second).
+fn noise_wav(seconds: u32) -> Vec<u8> {
     let rate = 16_000u32;
-    let n = rate * 200;
+    let n = rate * seconds;
     let mut wav = Vec::with_capacity(44 + n as usize * 2);
     wav.extend(b"RIFF");
     wav.extend((36 + n * 2).to_le_bytes());
@@ -286,18 +286,30 @@ fn long_noise_wav() -> Vec<u8> {
 fn speech_requests_past_request_timeout_end_with_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let toml = format!(
-        "request_timeout_secs = 1\n[[models]]\nname = \"asr\"\npath = {:?}\n[[models]]\nname = \"tts\"\npath = {:?}\n",
+        "request_timeout_secs = 1\nmax_upload_bytes = 134217728\nmax_audio_seconds = 4000\n\
+         [[models]]\nname = \"asr\"\npath = {:?}\n[[models]]\nname = \"tts\"\npath = {:?}\n",
         recognizer(),
         fixture("qwen3-tts/small")
     );
     let server = Server::start(dir.path(), &toml);
-    let wav = long_noise_wav();
-    let (status, text) =
-        post_upload(&server, "/v1/audio/transcriptions", &upload(&[("model", "asr")], "noise.wav", &wav, &[]));
-    assert_eq!(status, 504, "{text}");
+    // How long the tiny recognizer takes depends on the machine and its load (200 s of noise
+    // took under a second once): the audio grows until a whole transcription runs past 1 s.
+    let mut timed_out = None;
+    let mut wav = Vec::new();
+    for seconds in [200, 800, 3200] {
+        wav = noise_wav(seconds);
+        let (status, text) =
+            post_upload(&server, "/v1/audio/transcriptions", &upload(&[("model", "asr")], "noise.wav", &wav, &[]));
+        if status == 504 {
+            timed_out = Some(text);
+            break;
+        }
+        assert_eq!(status, 200, "{seconds} s of audio: {text}");
+    }
+    let text = timed_out.expect("even 3200 s of audio transcribed whole within the 1 s limit");
     assert!(text.contains("request_timeout") && text.contains("limit of 1 s"), "{text}");
     let mut streamed = None;
-    for _ in 0..100 {
+    for _ in 0..600 {
         let (status, text) = post_upload(
             &server,
             "/v1/audio/transcriptions",
