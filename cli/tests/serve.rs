@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use infer_core::audio_io::read_audio;
 use infer_tests::cli::{stderr, Infer};
+use infer_tests::serve::start_serve;
 use infer_tests::{fixture, models_dir, repo_root};
 use serde_json::Value;
 
@@ -52,36 +53,8 @@ struct Server {
 
 impl Server {
     fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(exe())
-            .arg("serve")
-            .args(["--port", "0"])
-            .args(args)
-            .env("INFER_CONFIG", repo_root().join("plugins.toml"))
-            .env_remove("INFER_API_KEY")
-            .env_remove("LD_LIBRARY_PATH")
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start infer serve");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            while let Some(Ok(line)) = lines.next() {
-                if let Some(addr) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(addr.split_whitespace().next().unwrap_or_default().to_string());
-                }
-                sink.lock().unwrap().push_str(&(line + "\n"));
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(addr) => Server { child, base: format!("{addr}/v1"), log },
-            Err(_) => {
-                let _ = child.kill();
-                panic!("the server did not start: {}", log.lock().unwrap());
-            }
-        }
+        let started = start_serve(exe(), args, &[], Duration::from_secs(120));
+        Server { child: started.child, base: format!("http://{}/v1", started.addr), log: started.log }
     }
 
     fn client(&self, key: &str, case: &str, args: &[&str]) -> Value {

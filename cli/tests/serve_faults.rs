@@ -9,15 +9,15 @@
 //! exits cleanly. The figures print on stderr (docs/reliability.md quotes them).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use infer_core::audio::Audio;
 use infer_core::audio_io::{encode_audio, AudioFormat};
 use infer_tests::cli::stderr;
+use infer_tests::serve::start_serve;
 use infer_tests::{fixture, models_dir, repo_root};
 use serde_json::Value;
 
@@ -33,35 +33,13 @@ struct Server {
 
 impl Server {
     fn start(config: &std::path::Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_infer"))
-            .args(["serve", "--port", "0", "--config"])
-            .arg(config)
-            .env("INFER_CONFIG", repo_root().join("plugins.toml"))
-            .env("INFER_FAULT_HOOKS", "1")
-            .env_remove("INFER_API_KEY")
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start infer serve");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            while let Some(Ok(line)) = lines.next() {
-                if let Some(addr) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(addr.split_whitespace().next().unwrap_or_default().to_string());
-                }
-                sink.lock().unwrap().push_str(&(line + "\n"));
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(180)) {
-            Ok(addr) => Server { child, base: format!("{addr}/v1"), log },
-            Err(_) => {
-                let _ = child.kill();
-                panic!("the server did not start: {}", log.lock().unwrap());
-            }
-        }
+        let started = start_serve(
+            env!("CARGO_BIN_EXE_infer"),
+            &["--config", config.to_str().unwrap()],
+            &[("INFER_FAULT_HOOKS", "1")],
+            Duration::from_secs(180),
+        );
+        Server { child: started.child, base: format!("http://{}/v1", started.addr), log: started.log }
     }
 
     fn log(&self) -> String {

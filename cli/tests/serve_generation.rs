@@ -9,11 +9,12 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use infer_tests::{fixture, models_dir, repo_root};
+use infer_tests::serve::{spawn_serve, start_serve, Spawned};
+use infer_tests::{fixture, models_dir};
 use serde_json::{json, Value};
 
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
@@ -46,44 +47,24 @@ fn config(dir: &Path, top: &str, model: &Path, model_lines: &str) -> PathBuf {
     path
 }
 
-fn spawn(config: &Path, faults: bool) -> (Child, Arc<Mutex<String>>, std::sync::mpsc::Receiver<String>) {
-    let mut cmd = Command::new(exe());
-    cmd.args(["serve", "--port", "0", "--config", config.to_str().unwrap()])
-        .env("INFER_CONFIG", repo_root().join("plugins.toml"))
-        .env_remove("INFER_API_KEY")
-        .env_remove("LD_LIBRARY_PATH")
-        .env_remove("INFER_FAULT_HOOKS")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null());
+/// The environment that turns the server's fault hooks on, or nothing.
+fn fault_env(faults: bool) -> &'static [(&'static str, &'static str)] {
     if faults {
-        cmd.env("INFER_FAULT_HOOKS", "1");
+        &[("INFER_FAULT_HOOKS", "1")]
+    } else {
+        &[]
     }
-    let mut child = cmd.spawn().expect("start infer serve");
-    let log = Arc::new(Mutex::new(String::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        while let Some(Ok(line)) = lines.next() {
-            if let Some(addr) = line.strip_prefix("listening on http://") {
-                let _ = tx.send(addr.split_whitespace().next().unwrap_or_default().to_string());
-            }
-            sink.lock().unwrap().push_str(&(line + "\n"));
-        }
-    });
-    (child, log, rx)
+}
+
+fn spawn(config: &Path, faults: bool) -> Spawned {
+    spawn_serve(exe(), &["--config", config.to_str().unwrap()], fault_env(faults))
 }
 
 impl Server {
     fn start(config: &Path, faults: bool) -> Server {
-        let (mut child, log, rx) = spawn(config, faults);
-        match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(addr) => Server { child, addr, log },
-            Err(_) => {
-                let _ = child.kill();
-                panic!("the server did not start: {}", log.lock().unwrap());
-            }
-        }
+        let args = ["--config", config.to_str().unwrap()];
+        let started = start_serve(exe(), &args, fault_env(faults), Duration::from_secs(120));
+        Server { child: started.child, addr: started.addr, log: started.log }
     }
 
     fn log(&self) -> String {
@@ -298,7 +279,7 @@ fn the_kv_budget_lowers_slots_or_refuses_to_start() {
     drop(server);
     // A rotating cache of 4096 positions: 2.1 MiB for one slot.
     let cfg = config(dir.path(), "kv_budget_mib = 1", &fixture(TINY), "context_len = 4096");
-    let (mut child, log, _) = spawn(&cfg, false);
+    let Spawned { mut child, log, .. } = spawn(&cfg, false);
     let status = child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(200));
     let log = log.lock().unwrap().clone();

@@ -6,15 +6,16 @@
 //!
 //! Every server serves the Voxtral Realtime fixture (it loads in a moment) as `asr`.
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use infer_core::audio_io::read_audio;
-use infer_tests::{fixture, repo_root};
+use infer_tests::fixture;
+use infer_tests::serve::start_serve;
 use serde_json::Value;
 use tungstenite::client::IntoClientRequest;
 use tungstenite::Message;
@@ -40,38 +41,12 @@ impl Server {
         let cfg = dir.join("server.toml");
         let models = format!("[[models]]\nname = \"asr\"\npath = {:?}\n", fixture("voxtral-realtime/hf"));
         std::fs::write(&cfg, format!("{toml}\n{models}")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_infer"))
-            .args(["serve", "--port", "0", "--config", cfg.to_str().unwrap()])
-            .args(args)
-            .env("INFER_CONFIG", repo_root().join("plugins.toml"))
-            .env_remove("INFER_API_KEY")
-            .env_remove("LD_LIBRARY_PATH")
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start infer serve");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            while let Some(Ok(line)) = lines.next() {
-                sink.lock().unwrap().push_str(&(line.clone() + "\n"));
-                if let Some(addr) = line.strip_prefix("listening on http://") {
-                    let _ = tx.send(addr.split_whitespace().next().unwrap_or_default().to_string());
-                }
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(addr) => {
-                let port = addr.rsplit(':').next().unwrap();
-                Server { child, addr: format!("127.0.0.1:{port}"), log }
-            }
-            Err(_) => {
-                let _ = child.kill();
-                panic!("the server did not start: {}", log.lock().unwrap());
-            }
-        }
+        let mut serve_args = vec!["--config", cfg.to_str().unwrap()];
+        serve_args.extend_from_slice(args);
+        let started = start_serve(env!("CARGO_BIN_EXE_infer"), &serve_args, &[], Duration::from_secs(120));
+        // Whatever address it listens on, loopback reaches it.
+        let port = started.addr.rsplit(':').next().unwrap().to_string();
+        Server { child: started.child, addr: format!("127.0.0.1:{port}"), log: started.log }
     }
 
     fn log(&self) -> String {

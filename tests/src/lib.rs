@@ -2,6 +2,7 @@
 //! the backend configurations every model test runs on.
 
 pub mod cli;
+pub mod serve;
 
 use std::path::{Path, PathBuf};
 

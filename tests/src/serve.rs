@@ -1,0 +1,69 @@
+//! `infer serve` as the end-to-end tests run it: the real binary on a free loopback port.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::repo_root;
+
+/// A started server: its process, the address its `listening on http://ADDR` line names (no
+/// scheme), and its stderr so far (filled by a thread as it prints).
+pub struct Started {
+    pub child: Child,
+    pub addr: String,
+    pub log: Arc<Mutex<String>>,
+}
+
+/// A server process just spawned: `listening` receives the address of its listening line (no
+/// scheme) once it prints one.
+pub struct Spawned {
+    pub child: Child,
+    pub log: Arc<Mutex<String>>,
+    pub listening: Receiver<String>,
+}
+
+/// Spawns `exe serve --port 0 ARGS` with the repository's plugins.toml, without the caller's
+/// INFER_API_KEY, LD_LIBRARY_PATH and INFER_FAULT_HOOKS, plus `envs`.
+pub fn spawn_serve(exe: &str, args: &[&str], envs: &[(&str, &str)]) -> Spawned {
+    let mut child = Command::new(exe)
+        .args(["serve", "--port", "0"])
+        .args(args)
+        .env("INFER_CONFIG", repo_root().join("plugins.toml"))
+        .env_remove("INFER_API_KEY")
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("INFER_FAULT_HOOKS")
+        .envs(envs.iter().copied())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start infer serve");
+    let log = Arc::new(Mutex::new(String::new()));
+    let (tx, listening) = std::sync::mpsc::channel();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        while let Some(Ok(line)) = lines.next() {
+            // Logged first: lines printed before it (warnings) are in the log once it starts.
+            sink.lock().unwrap().push_str(&(line.clone() + "\n"));
+            if let Some(addr) = line.strip_prefix("listening on http://") {
+                let _ = tx.send(addr.split_whitespace().next().unwrap_or_default().to_string());
+            }
+        }
+    });
+    Spawned { child, log, listening }
+}
+
+/// [`spawn_serve`], then waits up to `within` for the listening line; a server that does not
+/// start is killed and the test fails with its log.
+pub fn start_serve(exe: &str, args: &[&str], envs: &[(&str, &str)], within: Duration) -> Started {
+    let Spawned { mut child, log, listening } = spawn_serve(exe, args, envs);
+    match listening.recv_timeout(within) {
+        Ok(addr) => Started { child, addr, log },
+        Err(_) => {
+            let _ = child.kill();
+            panic!("the server did not start: {}", log.lock().unwrap());
+        }
+    }
+}
