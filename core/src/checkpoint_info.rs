@@ -41,10 +41,9 @@ impl CheckpointInfo {
     pub fn tokenizer_and_sampling(
         &self,
     ) -> Result<(Box<dyn crate::Tokenizer>, crate::text::generation_defaults::SamplingDefaults)> {
-        use crate::text::generation_defaults::SamplingDefaults;
         if self.format == CheckpointFormat::Gguf {
             let g = crate::gguf::GgufFile::open(&self.path)?;
-            return Ok((crate::text::gguf_tokenizer::tokenizer_from_gguf(&g)?, SamplingDefaults::from_gguf(&g)));
+            return Ok((crate::text::gguf_tokenizer::tokenizer_from_gguf(&g)?, crate::gguf::sampling_defaults(&g)));
         }
         Ok((self.tokenizer()?, self.sampling_defaults()?))
     }
@@ -53,7 +52,7 @@ impl CheckpointInfo {
     pub fn sampling_defaults(&self) -> Result<crate::text::generation_defaults::SamplingDefaults> {
         use crate::text::generation_defaults::SamplingDefaults;
         match self.format {
-            CheckpointFormat::Gguf => Ok(SamplingDefaults::from_gguf(&crate::gguf::GgufFile::open(&self.path)?)),
+            CheckpointFormat::Gguf => Ok(crate::gguf::sampling_defaults(&crate::gguf::GgufFile::open(&self.path)?)),
             CheckpointFormat::Safetensors => {
                 SamplingDefaults::from_generation_config(&self.path.join("generation_config.json"))
             }

@@ -1,59 +1,71 @@
-//! infer-core: the contracts of the infer framework.
+//! infer-core: the host side of the infer framework, and one import for everything.
 //!
-//! - [`Backend`] / [`Tensor`] / [`Op`]: the tensor op set models are written against;
-//! - text models ([`TextModel`]) and the one generation loop that serves every architecture;
-//! - audio contracts ([`audio::SpeechSynthesizer`], [`audio::SpeechRecognizer`],
-//!   [`audio::AudioCodec`]);
 //! - [`Registry`]: built-in plugins (`inventory`) and plugin libraries (`abi_stable`) behind
-//!   one lookup, configured by `plugins.toml`.
+//!   one lookup, configured by `plugins.toml` ([`PluginConfig`]);
+//! - checkpoint inspection ([`checkpoint_info`]) and quantized copies ([`quantized_checkpoint`]);
+//! - the layers below, re-exported at the paths hosts use: the SDK's contracts
+//!   ([`infer_sdk`]: [`Backend`], [`Tensor`], [`TextModel`], the audio traits, the plugin ABI),
+//!   the text runtime ([`infer_text`]: generation engine, tokenizers, chat templates), the audio
+//!   runtime ([`infer_audio`]) and GGUF files ([`infer_gguf`]).
+//!
+//! A plugin depends on `infer-sdk` (and the runtimes it uses), not on this crate.
 
-pub mod audio;
-pub mod audio_io;
-pub mod backend;
 pub mod checkpoint_info;
-pub mod dsp;
-pub mod dtype;
-pub mod error;
-pub mod gguf;
-pub mod op;
 pub mod plugin;
 pub mod plugin_config;
 pub mod process_memory;
 pub mod quantized_checkpoint;
-pub mod recognizer_ffi;
 pub mod registry;
-pub mod speech_ffi;
-pub mod tensor;
-pub mod text;
-pub mod weights;
 
-pub use backend::{
+pub use infer_audio::{audio_io, dsp};
+pub use infer_gguf as gguf;
+pub use infer_sdk::{audio, backend, dtype, error, op, recognizer_ffi, speech_ffi, tensor, weights};
+pub use infer_sdk::{
+    export_plugin_library, register_backend, register_recognizer_model, register_speech_model, register_text_model,
+};
+
+/// The text contracts ([`infer_sdk::text`]) and the text runtime ([`infer_text`]) under one path.
+pub mod text {
+    pub use infer_sdk::text::*;
+    pub use infer_text::*;
+
+    /// The tokenizer contract and the Hugging Face implementation.
+    pub mod tokenizer {
+        pub use infer_sdk::text::tokenizer::*;
+        pub use infer_text::hf_tokenizer::*;
+    }
+
+    /// The chat-template contract and the Jinja implementation.
+    pub mod chat_template {
+        pub use infer_sdk::text::chat_template::*;
+        pub use infer_text::jinja_template::*;
+    }
+}
+
+pub use gguf::GgufFile;
+pub use infer_sdk::backend::{
     Backend, BackendImpl, BackendImpl_TO, BackendObj, DeviceInfo, DeviceKind, MemoryStats, SharedBytes,
     SharedBytesImpl, SharedBytesImpl_TO, TensorImpl, TensorImpl_TO, TensorObj,
 };
-pub use dtype::DType;
-pub use error::{catch_panic, Error, ErrorKind, FfiError, Result};
-pub use gguf::GgufFile;
-pub use op::{BinaryOp, CmpOp, Op, ReduceOp, RopeLayout, UnaryOp};
-pub use plugin::{ModelKind, ModelLoadOptions};
-pub use plugin_config::PluginConfig;
-pub use registry::{BackendNeed, Origin, Registry};
-pub use tensor::{AttentionOpts, Conv1dParams, Tensor};
-pub use text::causal_lm::{CausalLm, CausalLmBox};
-pub use text::generation_defaults::SamplingDefaults;
-pub use text::kv_cache::{KvCache, LayerCache};
-pub use text::model::{TextModel, TokenStream};
-pub use text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch};
-pub use text::tokenizer::{HfTokenizer, Tokenizer};
-pub use text::types::{
+pub use infer_sdk::dtype::DType;
+pub use infer_sdk::error::{catch_panic, Error, ErrorKind, FfiError, Result};
+pub use infer_sdk::op::{BinaryOp, CmpOp, Op, ReduceOp, RopeLayout, UnaryOp};
+pub use infer_sdk::plugin::{ModelKind, ModelLoadOptions};
+pub use infer_sdk::tensor::{AttentionOpts, Conv1dParams, Tensor};
+pub use infer_sdk::text::causal_lm::{CausalLm, CausalLmBox};
+pub use infer_sdk::text::generation_defaults::SamplingDefaults;
+pub use infer_sdk::text::kv_cache::{KvCache, LayerCache};
+pub use infer_sdk::text::model::{TextModel, TokenStream};
+pub use infer_sdk::text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch};
+pub use infer_sdk::text::tokenizer::Tokenizer;
+pub use infer_sdk::text::types::{
     BatchResult, CancelToken, ChatTemplateOrigin, ClassifyResult, GenerateConfig, GenerateMetrics, LoadConfig, Message,
     ModelInfo, Token,
 };
-pub use weights::{NameMap, Weights};
+pub use infer_sdk::weights::{NameMap, Weights};
+pub use infer_text::HfTokenizer;
+pub use plugin_config::PluginConfig;
+pub use registry::{BackendNeed, Origin, Registry};
 
-/// Re-exports the plugin macros rely on; not part of the public API.
 #[doc(hidden)]
-pub mod __private {
-    pub use abi_stable;
-    pub use inventory;
-}
+pub use infer_sdk::__private;

@@ -13,7 +13,7 @@ use crate::plugin_config::PluginConfig;
 use crate::recognizer_ffi::HostRecognizer;
 use crate::speech_ffi::HostSpeech;
 use crate::text::chat_formats;
-use crate::text::chat_template::ChatTemplate;
+use crate::text::chat_template::JinjaTemplate;
 use crate::text::engine::LlmEngine;
 use crate::text::model::TextModel;
 use crate::text::tokenizer::Tokenizer;
@@ -382,12 +382,12 @@ fn chat_template_override(
     cfg: &LoadConfig,
     ckpt: &CheckpointInfo,
     tokenizer: &dyn Tokenizer,
-) -> Result<Option<(ChatTemplate, ChatTemplateOrigin)>> {
+) -> Result<Option<(JinjaTemplate, ChatTemplateOrigin)>> {
     let name = |id: Option<u32>| id.and_then(|i| tokenizer.id_to_token(i)).unwrap_or_default();
     let (bos, eos) = (name(tokenizer.bos_id()), name(tokenizer.eos_ids().first().copied()));
     if let Some(path) = &cfg.chat_template {
         let src = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let template = ChatTemplate::new(src, &bos, &eos).map_err(|e| Error::config(path, e.to_string()))?;
+        let template = JinjaTemplate::new(src, &bos, &eos).map_err(|e| Error::config(path, e.to_string()))?;
         return Ok(Some((template, ChatTemplateOrigin::File(path.clone()))));
     }
     if tokenizer.chat_template().is_some() {
@@ -395,7 +395,7 @@ fn chat_template_override(
     }
     match chat_formats::for_architecture(&ckpt.model_type) {
         Some(f) => {
-            Ok(Some((ChatTemplate::new(f.source.to_string(), &bos, &eos)?, ChatTemplateOrigin::BuiltIn(f.name))))
+            Ok(Some((JinjaTemplate::new(f.source.to_string(), &bos, &eos)?, ChatTemplateOrigin::BuiltIn(f.name))))
         }
         None => Ok(None),
     }

@@ -5,7 +5,7 @@
 //! content pairs.
 #![no_main]
 
-use infer_core::text::chat_template::ChatTemplate;
+use infer_core::text::chat_template::JinjaTemplate;
 use infer_core::Message;
 use libfuzzer_sys::fuzz_target;
 
@@ -18,6 +18,6 @@ fuzz_target!(|data: &[u8]| {
     let fields: Vec<String> = fields.collect();
     let messages: Vec<Message> =
         fields.chunks(2).map(|p| Message::new(&p[0], p.get(1).cloned().unwrap_or_default())).collect();
-    let Ok(template) = ChatTemplate::new(source, &bos, &eos) else { return };
+    let Ok(template) = JinjaTemplate::new(source, &bos, &eos) else { return };
     let _ = template.render(&messages, flags & 1 == 1);
 });

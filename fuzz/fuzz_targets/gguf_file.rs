@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use infer_core::text::generation_defaults::SamplingDefaults;
-use infer_core::{DType, GgufFile, Weights};
+use infer_core::{DType, GgufFile};
 use libfuzzer_sys::fuzz_target;
 
 /// Tensors up to this many elements are read and dequantized (larger ones only located).
@@ -22,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = (g.usize(key), g.f64(key), g.bool(key));
     }
     let _ = g.strings("tokenizer.ggml.tokens");
-    let _ = SamplingDefaults::from_gguf(&g);
+    let _ = infer_core::gguf::sampling_defaults(&g);
     let names: Vec<String> = g.tensor_names().map(String::from).collect();
     for name in &names {
         let t = g.tensor(name).expect("a listed tensor is readable");
@@ -36,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = infer_core::text::gguf_tokenizer::tokenizer_from_gguf(&g);
     let backend = infer_backend_candle::CandleBackend::backend().expect("candle CPU backend");
-    let w = Weights::from_gguf(g.clone(), &backend, DType::F32, Arc::new(|n: &str| n.to_string()))
+    let w = infer_core::gguf::weights(g.clone(), &backend, DType::F32, Arc::new(|n: &str| n.to_string()))
         .expect("a GGUF that opened indexes");
     for name in &names {
         let t = g.tensor(name).expect("listed");

@@ -281,13 +281,13 @@ fn an_absurd_head_size_is_an_error_not_an_allocation() {
 /// old render returned.
 #[test]
 fn a_chat_template_that_outputs_gigabytes_is_an_error() {
-    use infer_core::text::chat_template::ChatTemplate;
+    use infer_core::text::chat_template::JinjaTemplate;
     let src = "{% for i in range(10) %}{{ 'a' * 10000000 }}{% endfor %}";
-    let t = ChatTemplate::new(src.into(), "", "").unwrap();
+    let t = JinjaTemplate::new(src.into(), "", "").unwrap();
     let e = t.render(&[infer_core::Message::user("hi")], true).unwrap_err().to_string();
     assert!(e.contains("output passed 64 MiB"), "{e}");
     // Output under the cap still renders.
-    let t = ChatTemplate::new("{{ 'a' * 1000000 }}{{ messages[0].content }}".into(), "", "").unwrap();
+    let t = JinjaTemplate::new("{{ 'a' * 1000000 }}{{ messages[0].content }}".into(), "", "").unwrap();
     assert_eq!(t.render(&[infer_core::Message::user("hi")], true).unwrap().len(), 1_000_002);
 }
 
@@ -310,7 +310,7 @@ fn a_panic_inside_the_tokenizer_json_reader_is_an_unreadable_tokenizer() {
 /// Both are bounded (1024) before minijinja's filters run; ordinary widths still work.
 #[test]
 fn a_chat_template_indenting_by_gigabytes_is_an_error() {
-    use infer_core::text::chat_template::ChatTemplate;
+    use infer_core::text::chat_template::JinjaTemplate;
     let hi = [infer_core::Message::user("hi")];
     for src in [
         "{{ 'x\ny' | indent(100000000000) }}",
@@ -318,10 +318,10 @@ fn a_chat_template_indenting_by_gigabytes_is_an_error() {
         "{{ messages | tojson(indent=100000000000) }}",
         "{{ messages | tojson(indent=1e11) }}",
     ] {
-        let e = ChatTemplate::new(src.into(), "", "").unwrap().render(&hi, false).unwrap_err().to_string();
+        let e = JinjaTemplate::new(src.into(), "", "").unwrap().render(&hi, false).unwrap_err().to_string();
         assert!(e.contains("too wide (at most 1024)"), "{src}: {e}");
     }
-    let t = ChatTemplate::new("{{ 'a\nb' | indent(2) }}|{{ messages | tojson(indent=2) }}".into(), "", "").unwrap();
+    let t = JinjaTemplate::new("{{ 'a\nb' | indent(2) }}|{{ messages | tojson(indent=2) }}".into(), "", "").unwrap();
     let out = t.render(&hi, false).unwrap();
     assert!(out.starts_with("a\n  b|[\n  {\n    \"role\": \"user\""), "{out}");
 }
@@ -370,13 +370,13 @@ fn a_gguf_metadata_array_of_millions_of_bytes_is_refused() {
 #[test]
 #[ignore = "open: minijinja 2.24 has no size limit on string concatenation or captured blocks"]
 fn a_chat_template_growing_a_string_past_the_cap_is_an_error() {
-    use infer_core::text::chat_template::ChatTemplate;
+    use infer_core::text::chat_template::JinjaTemplate;
     let hi = [infer_core::Message::user("hi")];
     for src in [
         "{% set ns = namespace(s='a' * 50000000) %}{% set ns.s = ns.s ~ ns.s %}{{ ns.s | length }}",
         "{% set x %}{% for i in range(2) %}{{ 'a' * 50000000 }}{% endfor %}{% endset %}{{ x | length }}",
     ] {
-        let r = ChatTemplate::new(src.into(), "", "").unwrap().render(&hi, false);
+        let r = JinjaTemplate::new(src.into(), "", "").unwrap().render(&hi, false);
         assert!(r.is_err(), "{src}: built a 100 MB string and rendered {:?}", r.map(|s| s.len()));
     }
 }
@@ -387,8 +387,8 @@ fn a_chat_template_growing_a_string_past_the_cap_is_an_error() {
 #[test]
 #[ignore = "open: aborts the process (stack overflow in minijinja 2.24's recursive drop of nested values)"]
 fn a_chat_template_nesting_values_deeply_is_an_error() {
-    use infer_core::text::chat_template::ChatTemplate;
+    use infer_core::text::chat_template::JinjaTemplate;
     let src = "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}ok";
-    let r = ChatTemplate::new(src.into(), "", "").unwrap().render(&[infer_core::Message::user("hi")], false);
+    let r = JinjaTemplate::new(src.into(), "", "").unwrap().render(&[infer_core::Message::user("hi")], false);
     assert!(r.is_err(), "rendered {r:?}");
 }

@@ -137,7 +137,8 @@ fn gguf_weights_in_place_do_not_keep_the_metadata() {
     let path = infer_tests::models_dir().join("gemma-3-270m-q4_k_m.gguf");
     let g = std::sync::Arc::new(infer_core::GgufFile::open(&path).unwrap());
     let backend = CandleBackend::backend().unwrap();
-    let w = Weights::from_gguf(g.clone(), &backend, DType::F32, std::sync::Arc::new(|n: &str| n.to_string())).unwrap();
+    let w = infer_core::gguf::weights(g.clone(), &backend, DType::F32, std::sync::Arc::new(|n: &str| n.to_string()))
+        .unwrap();
     let t = w.get_shaped("blk.0.ffn_up.weight", &[2048, 640]).unwrap();
     assert_eq!(t.dtype(), DType::Q5_0, "kept as stored blocks");
     drop(w);

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use abi_stable::std_types::{ROption, RResult};
-use infer_core::{
+use infer_sdk::{
     backend::ffi_result, Backend, CausalLm, Error, FfiError, KvCache, ModelInfo, ModelLoadOptions, Result, Tensor,
     Weights,
 };
@@ -58,16 +58,16 @@ impl CausalLm for Bigram {
     ) -> RResult<Tensor, FfiError> {
         ffi_result("bigram forward", || {
             let tokens = if last_only { tokens.narrow(1, tokens.dim(1) - 1, 1)? } else { tokens.clone() };
-            tokens.embedding(&self.transitions)?.to_dtype(infer_core::DType::F32)
+            tokens.embedding(&self.transitions)?.to_dtype(infer_sdk::DType::F32)
         })
     }
 }
 
-infer_core::register_text_model! {
+infer_sdk::register_text_model! {
     name: "bigram",
     description: "example out-of-tree plugin: bigram language model",
     architectures: ["bigram"],
     load: load,
 }
 
-infer_core::export_plugin_library!();
+infer_sdk::export_plugin_library!();

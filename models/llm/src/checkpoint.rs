@@ -24,7 +24,7 @@ impl Checkpoint {
     pub fn weights(&self, backend: &Backend, dtype: DType, gguf_names: fn(&str) -> String) -> Result<Weights> {
         match self {
             Checkpoint::Dir(dir) => Weights::from_dir(dir, backend, dtype),
-            Checkpoint::Gguf(g) => Weights::from_gguf(g.clone(), backend, dtype, Arc::new(gguf_names)),
+            Checkpoint::Gguf(g) => infer_core::gguf::weights(g.clone(), backend, dtype, Arc::new(gguf_names)),
         }
     }
 }
