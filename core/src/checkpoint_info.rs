@@ -2,6 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::plugin::Architecture;
+use crate::text::TokenizerConventions;
+
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,13 +26,21 @@ pub struct CheckpointInfo {
 }
 
 impl CheckpointInfo {
-    /// The tokenizer the checkpoint ships: GGUF metadata or the directory's tokenizer.json.
+    /// The tokenizer the checkpoint ships: GGUF metadata or the directory's tokenizer.json, with
+    /// the conventions of the built-in plugin that claims its architecture.
     pub fn tokenizer(&self) -> Result<Box<dyn crate::Tokenizer>> {
+        let plugins: Vec<_> = crate::plugin::builtin_models().collect();
+        let architecture = plugins.iter().find_map(|p| p.architecture(&self.model_type));
+        self.tokenizer_with(&TokenizerConventions::of(architecture))
+    }
+
+    /// The tokenizer the checkpoint ships, read with the claiming plugin's `conventions`.
+    pub fn tokenizer_with(&self, conventions: &TokenizerConventions<'_>) -> Result<Box<dyn crate::Tokenizer>> {
         match self.format {
             CheckpointFormat::Gguf => {
-                crate::text::gguf_tokenizer::tokenizer_from_gguf(&crate::gguf::GgufFile::open(&self.path)?)
+                crate::text::gguf_tokenizer::tokenizer_from_gguf(&crate::gguf::GgufFile::open(&self.path)?, conventions)
             }
-            CheckpointFormat::Safetensors => Ok(Box::new(crate::HfTokenizer::from_dir(&self.path)?)),
+            CheckpointFormat::Safetensors => Ok(Box::new(crate::HfTokenizer::from_dir_with(&self.path, conventions)?)),
             CheckpointFormat::Mistral => {
                 Ok(Box::new(crate::text::tekken::Tekken::from_file(&self.path.join("tekken.json"))?))
             }
@@ -40,12 +51,14 @@ impl CheckpointInfo {
     /// GGUF file's metadata (its vocabulary is most of it) instead of one each.
     pub fn tokenizer_and_sampling(
         &self,
+        conventions: &TokenizerConventions<'_>,
     ) -> Result<(Box<dyn crate::Tokenizer>, crate::text::generation_defaults::SamplingDefaults)> {
         if self.format == CheckpointFormat::Gguf {
             let g = crate::gguf::GgufFile::open(&self.path)?;
-            return Ok((crate::text::gguf_tokenizer::tokenizer_from_gguf(&g)?, crate::gguf::sampling_defaults(&g)));
+            let tokenizer = crate::text::gguf_tokenizer::tokenizer_from_gguf(&g, conventions)?;
+            return Ok((tokenizer, crate::gguf::sampling_defaults(&g)));
         }
-        Ok((self.tokenizer()?, self.sampling_defaults()?))
+        Ok((self.tokenizer_with(conventions)?, self.sampling_defaults()?))
     }
 
     /// The sampling the checkpoint asks for when the caller sets none.
@@ -62,7 +75,18 @@ impl CheckpointInfo {
 }
 
 impl CheckpointInfo {
+    /// What `path` holds, with the architecture rules of the plugins built into this binary
+    /// ([`Registry::inspect`](crate::Registry::inspect) applies those of loaded libraries too).
     pub fn inspect(path: &Path) -> Result<Self> {
+        let plugins: Vec<_> = crate::plugin::builtin_models().collect();
+        let architectures: Vec<&Architecture> =
+            plugins.iter().flat_map(|p| p.architectures().as_slice().iter()).collect();
+        Self::inspect_with(path, &architectures)
+    }
+
+    /// What `path` holds. A config.json or params.json that names no `model_type` is matched
+    /// against `architectures`' marker tensors and params.json sections.
+    pub fn inspect_with(path: &Path, architectures: &[&Architecture]) -> Result<Self> {
         if !path.exists() {
             return Err(Error::config(path, "model path does not exist"));
         }
@@ -79,7 +103,7 @@ impl CheckpointInfo {
         let cfg_path = dir.join("config.json");
         let params = dir.join("params.json");
         if !cfg_path.exists() && params.exists() {
-            let model_type = mistral_model_type(&params)?;
+            let model_type = mistral_model_type(&params, architectures)?;
             return Ok(CheckpointInfo { path: dir, format: CheckpointFormat::Mistral, model_type });
         }
         if !cfg_path.exists() {
@@ -93,7 +117,7 @@ impl CheckpointInfo {
             Some(other) => {
                 return Err(Error::config(&cfg_path, format!("field model_type: expected a string, found {other}")))
             }
-            None => from_architectures(&v).or_else(|| qwen_from_weights(&dir)).ok_or_else(|| {
+            None => from_architectures(&v).or_else(|| from_marker_tensors(&dir, architectures)).ok_or_else(|| {
                 Error::config(&cfg_path, "missing field model_type (and no architectures list to infer it from)")
             })?,
         };
@@ -102,24 +126,26 @@ impl CheckpointInfo {
 }
 
 /// The architecture a Mistral-native params.json describes (it names none): an explicit
-/// `model_type`, else recognised by its sections.
-fn mistral_model_type(path: &Path) -> Result<String> {
+/// `model_type`, else the first architecture whose declared sections it has.
+fn mistral_model_type(path: &Path, architectures: &[&Architecture]) -> Result<String> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| Error::config(path, format!("invalid JSON: {e}")))?;
     if let Some(t) = v.get("model_type").and_then(|t| t.as_str()) {
         return Ok(t.to_string());
     }
-    // Voxtral Realtime: a Whisper-style audio encoder and a time-conditioned (ada) decoder.
-    if v.pointer("/multimodal/whisper_model_args").is_some() && v.get("ada_rms_norm_t_cond").is_some() {
-        return Ok("voxtral_realtime".into());
+    let declared = architectures.iter().filter(|a| !a.params_sections.is_empty());
+    if let Some(a) = declared.clone().find(|a| a.params_sections.iter().all(|p| v.pointer(p.as_str()).is_some())) {
+        return Ok(a.name.to_string());
     }
-    // Voxtral TTS: a backbone with a flow-matching acoustic transformer.
-    let audio = v.pointer("/multimodal/audio_model_args");
-    if audio.and_then(|a| a.get("acoustic_transformer_args")).is_some() {
-        return Ok("voxtral_tts".into());
-    }
-    Err(Error::config(path, "cannot tell which model this params.json describes (no model_type, no known sections)"))
+    let known: Vec<&str> = declared.map(|a| a.name.as_str()).collect();
+    Err(Error::config(
+        path,
+        format!(
+            "cannot tell which model this params.json describes (no model_type, and it has the sections of none of: {})",
+            if known.is_empty() { "(no plugin declares params.json sections)".to_string() } else { known.join(", ") }
+        ),
+    ))
 }
 
 /// `["Qwen3ForCausalLM"]` -> `qwen3`.
@@ -129,17 +155,16 @@ fn from_architectures(v: &serde_json::Value) -> Option<String> {
     Some(base.to_ascii_lowercase())
 }
 
-/// go-mlx's rule for configs without `model_type`: Qwen3 has per-head q/k norms, Qwen2 has q/k/v
-/// biases.
-fn qwen_from_weights(dir: &Path) -> Option<String> {
-    let names = tensor_names(dir)?;
-    if names.iter().any(|n| n == "model.layers.0.self_attn.q_norm.weight") {
-        Some("qwen3".into())
-    } else if names.iter().any(|n| n == "model.layers.0.self_attn.q_proj.bias") {
-        Some("qwen2".into())
-    } else {
-        None
+/// For configs without `model_type` or `architectures`: the first architecture whose marker
+/// tensors the weights hold (go-mlx's rule, as data in the plugins' descriptors).
+fn from_marker_tensors(dir: &Path, architectures: &[&Architecture]) -> Option<String> {
+    let marked: Vec<&&Architecture> = architectures.iter().filter(|a| !a.marker_tensors.is_empty()).collect();
+    if marked.is_empty() {
+        return None;
     }
+    let names = tensor_names(dir)?;
+    let found = |t: &str| names.iter().any(|n| n == t);
+    marked.into_iter().find(|a| a.marker_tensors.iter().all(|t| found(t.as_str()))).map(|a| a.name.to_string())
 }
 
 /// Tensor names from the shard index, or from the header of `model.safetensors`.

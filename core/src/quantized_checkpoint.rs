@@ -169,7 +169,7 @@ pub fn check_recordable(entry: &ModelEntry) -> Result<()> {
             "`{}` comes from the plugin library {}: `infer quantize` sees the weights of models built into \
              this binary only (a library quantizes through its own copy of infer-core); run it with a binary \
              that has the model built in",
-            entry.plugin.name,
+            entry.plugin.name(),
             path.display()
         ))),
     }

@@ -5,19 +5,23 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::audio::{SpeechRecognizer, SpeechSynthesizer};
+use crate::audio::{AudioCodec, SpeechRecognizer, SpeechSynthesizer};
 use crate::backend::lift;
 use crate::checkpoint_info::CheckpointInfo;
-use crate::plugin::{self, library, BackendPlugin, ModelKind, ModelLoadOptions, ModelPlugin};
+use crate::codec_ffi::HostCodec;
+use crate::plugin::{
+    self, library, Architecture, AudioCodecKind, BackendPlugin, Kind, ModelKind, ModelLoadOptions, ModelPluginRef,
+    SpeechRecognition, SpeechSynthesis, TextGeneration,
+};
 use crate::plugin_config::PluginConfig;
 use crate::recognizer_ffi::HostRecognizer;
 use crate::speech_ffi::HostSpeech;
-use crate::text::chat_formats;
 use crate::text::chat_template::JinjaTemplate;
 use crate::text::engine::LlmEngine;
 use crate::text::model::TextModel;
 use crate::text::tokenizer::Tokenizer;
 use crate::text::types::{ChatTemplateOrigin, LoadConfig};
+use crate::text::TokenizerConventions;
 use crate::{Backend, DType, Error, Result};
 
 /// Where a plugin came from.
@@ -67,8 +71,40 @@ pub struct BackendEntry {
 
 #[derive(Clone)]
 pub struct ModelEntry {
-    pub plugin: ModelPlugin,
+    pub plugin: ModelPluginRef,
     pub origin: Origin,
+}
+
+impl ModelEntry {
+    /// The kinds this plugin provides, by name (`text`, `speech synthesis`; a kind this host does
+    /// not know by its extension id).
+    pub fn kind_names(&self) -> Vec<String> {
+        self.plugin
+            .extensions()
+            .iter()
+            .map(|e| {
+                ModelKind::ALL
+                    .into_iter()
+                    .find(|k| k.id() == e.id.as_str())
+                    .map_or_else(|| e.id.to_string(), |k| k.name().to_string())
+            })
+            .collect()
+    }
+
+    /// The names of the architectures it claims.
+    pub fn architecture_names(&self) -> Vec<&'static str> {
+        self.plugin.architectures().as_slice().iter().map(|a| a.name.as_str()).collect()
+    }
+
+    /// The vtable of kind `K`; an error naming the plugin when it does not provide it or was
+    /// built against an incompatible SDK.
+    pub fn extension<K: Kind>(&self) -> Result<K::Vtable> {
+        let name = self.plugin.name();
+        self.plugin
+            .extension::<K>()
+            .map_err(|e| Error::backend(format!("model plugin {name} ({}): {e}", self.origin)))?
+            .ok_or_else(|| Error::unsupported(format!("model plugin {name} provides no {} models", K::NAME)))
+    }
 }
 
 #[derive(Default)]
@@ -96,7 +132,7 @@ impl Registry {
             r.register_backend(*p, Origin::BuiltIn)?;
         }
         for p in plugin::builtin_models() {
-            r.register_model(*p, Origin::BuiltIn)?;
+            r.register_model(p, Origin::BuiltIn)?;
         }
         Ok(r)
     }
@@ -177,9 +213,9 @@ impl Registry {
         Ok(())
     }
 
-    pub fn register_model(&mut self, plugin: ModelPlugin, origin: Origin) -> Result<()> {
-        if let Some(prev) = self.models.iter().find(|e| e.plugin.name == plugin.name) {
-            return Err(duplicate("model plugin", plugin.name.as_str(), &prev.origin, &origin));
+    pub fn register_model(&mut self, plugin: ModelPluginRef, origin: Origin) -> Result<()> {
+        if let Some(prev) = self.models.iter().find(|e| e.plugin.name() == plugin.name()) {
+            return Err(duplicate("model plugin", plugin.name().as_str(), &prev.origin, &origin));
         }
         self.models.push(ModelEntry { plugin, origin });
         Ok(())
@@ -310,18 +346,32 @@ impl Registry {
             .ok_or_else(|| Error::backend("no backend is available (none built in, none loaded)"))
     }
 
-    /// The model plugin that handles `model_type`.
+    /// What `path` holds, with the architecture rules of every registered plugin (a config.json
+    /// without `model_type`, a Mistral params.json) applied.
+    pub fn inspect(&self, path: &Path) -> Result<CheckpointInfo> {
+        let architectures: Vec<&Architecture> =
+            self.models.iter().flat_map(|m| m.plugin.architectures().as_slice().iter()).collect();
+        CheckpointInfo::inspect_with(path, &architectures)
+    }
+
+    /// The model plugin that loads `model_type` as a model of `kind`.
     pub fn model_plugin(&self, kind: ModelKind, model_type: &str) -> Result<&ModelEntry> {
+        self.model_plugin_for(kind.id(), model_type)
+    }
+
+    /// [`Registry::model_plugin`] for a kind named by its extension id (kinds this host does
+    /// not enumerate in [`ModelKind`] included).
+    pub fn model_plugin_for(&self, kind_id: &str, model_type: &str) -> Result<&ModelEntry> {
         self.models
             .iter()
-            .filter(|m| m.plugin.kind == kind)
-            .find(|m| m.plugin.architectures.iter().any(|a| a.as_str() == model_type))
+            .filter(|m| m.plugin.provides(kind_id))
+            .find(|m| m.plugin.architecture(model_type).is_some())
             .ok_or_else(|| {
                 let mut known: Vec<&str> = self
                     .models
                     .iter()
-                    .filter(|m| m.plugin.kind == kind)
-                    .flat_map(|m| m.plugin.architectures.iter().map(|a| a.as_str()))
+                    .filter(|m| m.plugin.provides(kind_id))
+                    .flat_map(|m| m.architecture_names())
                     .collect();
                 known.sort_unstable();
                 Error::UnknownModelType { model_type: model_type.to_string(), known: known.join(", ") }
@@ -334,19 +384,21 @@ impl Registry {
         if let Some(adapter) = &cfg.adapter_path {
             return Err(Error::unsupported(format!("LoRA adapters ({adapter}) are not supported yet")));
         }
-        let ckpt = CheckpointInfo::inspect(path)?;
+        let ckpt = self.inspect(path)?;
         let entry = self.model_plugin(ModelKind::Text, &ckpt.model_type)?;
+        let load = entry.extension::<TextGeneration>()?.load();
+        let architecture = entry.plugin.architecture(&ckpt.model_type);
         // Tokenizer and sampling defaults first: their metadata parse is freed before the
         // weights load, not stacked on them at the peak.
-        let (tokenizer, sampling) = ckpt.tokenizer_and_sampling()?;
+        let (tokenizer, sampling) = ckpt.tokenizer_and_sampling(&TokenizerConventions::of(architecture))?;
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
         let options = load_options(cfg);
         // The text models load GGUF files already quantized; none quantizes at load yet.
         options.refuse_quant(&ckpt.model_type)?;
         let path_str = ckpt.path.to_string_lossy();
-        let lm = lift((entry.plugin.load_text)(path_str.as_ref().into(), &backend, &options))?;
+        let lm = lift(load(path_str.as_ref().into(), &backend, &options))?;
         let add_bos = tokenizer.adds_bos();
-        let chat_template = chat_template_override(cfg, &ckpt, tokenizer.as_ref())?;
+        let chat_template = chat_template_override(cfg, architecture, tokenizer.as_ref())?;
         let mut engine = LlmEngine::new(lm, Arc::from(tokenizer), backend, &ckpt.model_type, cfg.context_len, add_bos)
             .with_kv_dtype(cfg.kv_dtype)?
             .with_sampling_defaults(sampling);
@@ -362,12 +414,13 @@ impl Registry {
     /// Loads a speech synthesizer (Qwen3-TTS, ...): the plugin from the checkpoint's
     /// `model_type`, the backend from `cfg`.
     pub fn load_speech_model(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn SpeechSynthesizer>> {
-        let ckpt = CheckpointInfo::inspect(path)?;
+        let ckpt = self.inspect(path)?;
         let entry = self.model_plugin(ModelKind::SpeechSynthesis, &ckpt.model_type)?;
+        let load = entry.extension::<SpeechSynthesis>()?.load();
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
         let options = load_options(cfg);
         let path_str = ckpt.path.to_string_lossy();
-        let model = lift((entry.plugin.load_speech)(path_str.as_ref().into(), &backend, &options))?;
+        let model = lift(load(path_str.as_ref().into(), &backend, &options))?;
         Ok(Box::new(HostSpeech(model)))
     }
 }
@@ -380,7 +433,7 @@ fn load_options(cfg: &LoadConfig) -> ModelLoadOptions {
 /// checkpoint has none) its architecture's built-in format.
 fn chat_template_override(
     cfg: &LoadConfig,
-    ckpt: &CheckpointInfo,
+    architecture: Option<&Architecture>,
     tokenizer: &dyn Tokenizer,
 ) -> Result<Option<(JinjaTemplate, ChatTemplateOrigin)>> {
     let name = |id: Option<u32>| id.and_then(|i| tokenizer.id_to_token(i)).unwrap_or_default();
@@ -393,10 +446,11 @@ fn chat_template_override(
     if tokenizer.chat_template().is_some() {
         return Ok(None);
     }
-    match chat_formats::for_architecture(&ckpt.model_type) {
-        Some(f) => {
-            Ok(Some((JinjaTemplate::new(f.source.to_string(), &bos, &eos)?, ChatTemplateOrigin::BuiltIn(f.name))))
-        }
+    match architecture.and_then(|a| a.chat_format.into_option()) {
+        Some(f) => Ok(Some((
+            JinjaTemplate::new(f.source.to_string(), &bos, &eos)?,
+            ChatTemplateOrigin::BuiltIn(f.name.as_str()),
+        ))),
         None => Ok(None),
     }
 }
@@ -423,15 +477,31 @@ impl Registry {
     /// Loads a speech recognizer (Voxtral Realtime, ...): the plugin from the checkpoint's
     /// `model_type` (config.json or a Mistral params.json), the backend from `cfg`.
     pub fn load_recognizer(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn SpeechRecognizer>> {
-        let ckpt = CheckpointInfo::inspect(path)?;
+        let ckpt = self.inspect(path)?;
         let entry = self.model_plugin(ModelKind::SpeechRecognition, &ckpt.model_type)?;
+        let load = entry.extension::<SpeechRecognition>()?.load();
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
         // The recognizer decides what `quant` means for it (Voxtral Realtime quantizes every
         // linear, its tied head at 8 bits), as speech synthesizers do.
         let options = load_options(cfg);
         let path_str = ckpt.path.to_string_lossy();
-        let model = lift((entry.plugin.load_recognizer)(path_str.as_ref().into(), &backend, &options))?;
+        let model = lift(load(path_str.as_ref().into(), &backend, &options))?;
         Ok(Box::new(HostRecognizer(model)))
+    }
+}
+
+impl Registry {
+    /// Loads an audio codec (waveform <-> codes): the plugin from the codec checkpoint's
+    /// `model_type`, the backend from `cfg`.
+    pub fn load_codec(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn AudioCodec>> {
+        let ckpt = self.inspect(path)?;
+        let entry = self.model_plugin(ModelKind::AudioCodec, &ckpt.model_type)?;
+        let load = entry.extension::<AudioCodecKind>()?.load();
+        let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
+        let options = load_options(cfg);
+        let path_str = ckpt.path.to_string_lossy();
+        let model = lift(load(path_str.as_ref().into(), &backend, &options))?;
+        Ok(Box::new(HostCodec(model)))
     }
 }
 

@@ -14,6 +14,7 @@
 
 pub mod audio;
 pub mod backend;
+pub mod codec_ffi;
 pub mod dtype;
 pub mod error;
 pub mod op;

@@ -8,7 +8,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use infer_core::checkpoint_info::CheckpointInfo;
 use infer_core::{DType, ModelKind, Registry, TextModel};
 use tokio::sync::Semaphore;
 
@@ -101,7 +100,7 @@ fn fit_kv_budget(config: &ServerConfig, pending: &mut [(String, Pending, Duratio
 }
 
 fn load_one(registry: &Registry, config: &ServerConfig, spec: &ModelSpec) -> Result<Pending> {
-    let ckpt = CheckpointInfo::inspect(&spec.path)?;
+    let ckpt = registry.inspect(&spec.path)?;
     let load = spec.load_config()?;
     let slots = spec.parallel.unwrap_or(config.parallel);
     let claims = |kind| registry.model_plugin(kind, &ckpt.model_type).is_ok();

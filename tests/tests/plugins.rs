@@ -54,6 +54,35 @@ fn library_built_against_another_core_version_is_a_clear_error() {
     assert_eq!(msg.lines().count(), 1, "one line: {msg}");
 }
 
+/// A library from a later SDK: a kind this host does not know is listed and ignored, its text
+/// kind works; a text vtable of another layout under the text-generation id is refused in one
+/// line instead of being called.
+#[test]
+fn unknown_kinds_load_and_drifted_vtables_are_refused() {
+    let mut r = Registry::empty();
+    r.load_library(&plugin_library("infer_test_kinds")).unwrap();
+    r.load_library(&plugin_library("infer_plugin_candle")).unwrap();
+    let future = r.models().iter().find(|m| m.plugin.name() == "future-kinds").expect("listed");
+    assert_eq!(future.kind_names(), ["text", "infer-test.future-kind/1"]);
+
+    let cfg = LoadConfig { backend: Some("candle".into()), ..Default::default() };
+    let checkpoint = |model_type: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.json"), format!(r#"{{"model_type": "{model_type}"}}"#)).unwrap();
+        std::fs::copy(fixture("qwen3/tokenizer.json"), dir.path().join("tokenizer.json")).unwrap();
+        dir
+    };
+    let dir = checkpoint("future_kinds");
+    let err = r.load_model(dir.path(), &cfg).err().expect("its loader refuses");
+    assert!(err.to_string().contains("the kinds test model loads nothing"), "{err}");
+
+    let dir = checkpoint("drifted_text");
+    let err = r.load_model(dir.path(), &cfg).err().expect("a drifted vtable must be refused").to_string();
+    assert!(err.contains("drifted-text") && err.contains("vtable does not match"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(r.get("candle").is_ok());
+}
+
 #[test]
 fn panicking_plugin_becomes_an_error() {
     let mut r = Registry::empty();
@@ -149,7 +178,7 @@ fn config_loaded_libraries_report_their_origin() {
     let origins: HashMap<String, Origin> =
         r.backends().iter().map(|b| (b.plugin.name.to_string(), b.origin.clone())).collect();
     assert_eq!(origins["candle"], Origin::Library(plugin_library("infer_plugin_candle")));
-    let qwen3 = r.models().iter().find(|m| m.plugin.name == "qwen3").expect("qwen3 from the library");
+    let qwen3 = r.models().iter().find(|m| m.plugin.name() == "qwen3").expect("qwen3 from the library");
     assert_eq!(qwen3.origin, Origin::Library(plugin_library("infer_plugin_llm")));
 }
 

@@ -334,7 +334,7 @@ fn a_model_from_a_plugin_library_is_refused_for_quantizing() {
     let entry = built_in
         .models()
         .iter()
-        .find(|m| m.plugin.name == from_library.plugin.name)
+        .find(|m| m.plugin.name() == from_library.plugin.name())
         .expect("built into the test binary");
     assert_eq!(entry.origin, Origin::BuiltIn);
     check_recordable(entry).unwrap();

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use infer_core::Registry;
+use infer_core::{ModelKind, Registry};
 
 /// The configuration file is the first of: --config, $INFER_CONFIG,
 /// $XDG_CONFIG_HOME/infer/plugins.toml (~/.config/infer/plugins.toml), plugins.toml beside the
@@ -35,15 +35,24 @@ pub fn run(registry: &Registry, args: PluginsArgs) -> Result<()> {
         .models()
         .iter()
         .map(|m| {
-            let archs: Vec<&str> = m.plugin.architectures.iter().map(|a| a.as_str()).collect();
+            let archs = m.architecture_names();
+            let ids: Vec<&str> = m.plugin.extensions().iter().map(|e| e.id.as_str()).collect();
+            // `model_kind` keeps its first spelling (the Debug name, lower-cased); `kinds` lists
+            // every kind the plugin provides.
+            let model_kind = ModelKind::ALL.into_iter().find(|k| ids.contains(&k.id())).map_or_else(
+                || ids.first().copied().unwrap_or_default().to_string(),
+                |k| format!("{k:?}").to_lowercase(),
+            );
             serde_json::json!({
                 "kind": "model",
-                "name": m.plugin.name.as_str(),
-                "version": m.plugin.version.as_str(),
-                "model_kind": format!("{:?}", m.plugin.kind).to_lowercase(),
+                "name": m.plugin.name().as_str(),
+                "version": m.plugin.version().as_str(),
+                "model_kind": model_kind,
+                "kinds": m.kind_names(),
+                "extensions": ids,
                 "architectures": archs,
                 "origin": m.origin.to_string(),
-                "description": m.plugin.description.as_str(),
+                "description": m.plugin.description().as_str(),
             })
         })
         .collect();

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use infer_core::checkpoint_info::{CheckpointFormat, CheckpointInfo};
+use infer_core::checkpoint_info::CheckpointFormat;
 use infer_core::quantized_checkpoint::{
     check_destination, check_recordable, check_source, linked_outside, record_quantized, write_quantized,
 };
@@ -30,7 +30,7 @@ pub struct QuantizeArgs {
 
 pub fn run(registry: &Registry, args: QuantizeArgs) -> Result<()> {
     let quant = DType::parse_linear_quant(&args.quant).context("--quant")?;
-    let info = CheckpointInfo::inspect(&args.model).with_context(|| format!("reading {}", args.model.display()))?;
+    let info = registry.inspect(&args.model).with_context(|| format!("reading {}", args.model.display()))?;
     if info.format == CheckpointFormat::Gguf {
         bail!("{} is a GGUF file: its weights are quantized already", args.model.display());
     }

@@ -11,14 +11,14 @@ use abi_stable::library::{lib_header_from_path, LibraryError};
 
 pub use infer_sdk::plugin::library::{PluginLibrary, PluginLibraryRef};
 
-use crate::plugin::{BackendPlugin, ModelPlugin};
+use crate::plugin::{BackendPlugin, ModelPluginRef};
 use crate::{Error, Result};
 
 /// Everything a loaded library provides.
 pub struct LoadedLibrary {
     pub name: String,
     pub backends: Vec<BackendPlugin>,
-    pub models: Vec<ModelPlugin>,
+    pub models: Vec<ModelPluginRef>,
 }
 
 /// Opens the plugin library at `path`, checking its ABI against this build of infer-core.

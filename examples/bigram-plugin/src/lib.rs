@@ -63,11 +63,11 @@ impl CausalLm for Bigram {
     }
 }
 
-infer_sdk::register_text_model! {
+infer_sdk::register_model! {
     name: "bigram",
     description: "example out-of-tree plugin: bigram language model",
-    architectures: ["bigram"],
-    load: load,
+    architectures: [infer_sdk::plugin::Architecture::named("bigram")],
+    kinds: [infer_sdk::plugin::TextGeneration => load],
 }
 
 infer_sdk::export_plugin_library!();

@@ -11,6 +11,7 @@ mod linear;
 mod mlp;
 mod norm;
 mod rotary;
+pub mod text_formats;
 
 pub use attention::{AttentionConfig, KvTarget, SelfAttention};
 pub use config_json::{read_config, rope_theta};

@@ -10,30 +10,47 @@ pub mod llama_family;
 pub mod qwen2;
 pub mod qwen3;
 
-infer_core::register_text_model! {
+use infer_core::plugin::{Architecture, TextGeneration};
+use infer_layers::text_formats::{CHATML, END_OF_TURN, GEMMA_TURNS, LLAMA3_HEADERS, PRE_TOKENIZERS};
+
+/// What every architecture here shares: the vocabularies' pre-tokenizers and end-of-turn tokens.
+const fn text_model(name: &'static str) -> Architecture {
+    Architecture::named(name).pre_tokenizers(PRE_TOKENIZERS).end_of_turn(END_OF_TURN)
+}
+
+infer_core::register_model! {
     name: "qwen3",
     description: "Qwen3 decoder (safetensors or GGUF)",
-    architectures: ["qwen3"],
-    load: qwen3::load,
+    // A config.json without model_type is Qwen3 when it has per-head q/k norms (go-mlx's rule).
+    architectures: [text_model("qwen3")
+        .marker_tensors(infer_core::rstrs!["model.layers.0.self_attn.q_norm.weight"])
+        .chat_format("ChatML", CHATML)],
+    kinds: [TextGeneration => qwen3::load],
 }
 
-infer_core::register_text_model! {
+infer_core::register_model! {
     name: "qwen2",
     description: "Qwen2 / Qwen2.5 decoder (safetensors or GGUF)",
-    architectures: ["qwen2"],
-    load: qwen2::load,
+    // ... and Qwen2 when it has q/k/v biases.
+    architectures: [text_model("qwen2")
+        .marker_tensors(infer_core::rstrs!["model.layers.0.self_attn.q_proj.bias"])
+        .chat_format("ChatML", CHATML)],
+    kinds: [TextGeneration => qwen2::load],
 }
 
-infer_core::register_text_model! {
+infer_core::register_model! {
     name: "llama",
     description: "Llama 3 decoder with llama3 RoPE scaling (safetensors or GGUF)",
-    architectures: ["llama"],
-    load: llama::load,
+    architectures: [text_model("llama").chat_format("Llama 3 headers", LLAMA3_HEADERS)],
+    kinds: [TextGeneration => llama::load],
 }
 
-infer_core::register_text_model! {
+infer_core::register_model! {
     name: "gemma3",
     description: "Gemma 3 text decoder: sliding-window and global layers (safetensors or GGUF)",
-    architectures: ["gemma3", "gemma3_text"],
-    load: gemma3::load,
+    architectures: [
+        text_model("gemma3").chat_format("Gemma turns", GEMMA_TURNS),
+        text_model("gemma3_text").chat_format("Gemma turns", GEMMA_TURNS),
+    ],
+    kinds: [TextGeneration => gemma3::load],
 }

@@ -4,6 +4,8 @@
 //! generated so far, the top 1024 talker ids suppressed except EOS, EOS barred for the first two
 //! steps, then temperature / top-k / top-p; the code predictor samples with its own settings.
 
+use infer_core::text::TokenizerConventions;
+use infer_layers::text_formats::PRE_TOKENIZERS;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -45,7 +47,9 @@ impl CodeGenerator {
     /// (the matvecs of every frame then read a quarter (q8_0) of the f32 bytes).
     pub fn load(dir: &Path, backend: &Backend, dtype: DType, quant: Option<DType>) -> Result<Self> {
         let cfg = Qwen3TtsConfig::from_dir(dir)?;
-        let tokenizer = HfTokenizer::from_dir(dir)?;
+        // Qwen's vocab.json + merges.txt: split as its tokenizer_class (Qwen2Tokenizer) says.
+        let conventions = TokenizerConventions { pre_tokenizers: PRE_TOKENIZERS, ..Default::default() };
+        let tokenizer = HfTokenizer::from_dir_with(dir, &conventions)?;
         let w = Weights::from_dir(dir, backend, dtype)?.with_linear_quant(quant)?;
         let t = w.prefixed("talker");
         Ok(CodeGenerator {

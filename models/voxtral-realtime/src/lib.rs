@@ -20,9 +20,14 @@ pub mod text_stream;
 pub use model::{VoxtralModel, VoxtralRealtime};
 pub use session::{Session, Trace};
 
-infer_core::register_recognizer_model! {
+infer_core::register_model! {
     name: "voxtral-realtime",
     description: "Voxtral-Mini-4B-Realtime: streaming speech recognition (Hugging Face or Mistral layout)",
-    architectures: ["voxtral_realtime"],
-    load: VoxtralRealtime::load,
+    architectures: [
+        // Mistral's params.json names no model type: a Whisper-style audio encoder and a
+        // time-conditioned (ada) decoder are this model.
+        infer_core::plugin::Architecture::named("voxtral_realtime")
+            .params_sections(infer_core::rstrs!["/multimodal/whisper_model_args", "/ada_rms_norm_t_cond"]),
+    ],
+    kinds: [infer_core::plugin::SpeechRecognition => VoxtralRealtime::load],
 }

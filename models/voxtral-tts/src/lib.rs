@@ -16,9 +16,14 @@ pub mod voices;
 
 pub use synthesizer::VoxtralTts;
 
-infer_core::register_speech_model! {
+infer_core::register_model! {
     name: "voxtral-tts",
     description: "Voxtral-4B-TTS: text to speech with preset voices (flow-matching acoustic head, 24 kHz codec)",
-    architectures: ["voxtral_tts"],
-    load: VoxtralTts::load,
+    architectures: [
+        // Mistral's params.json names no model type: a backbone with a flow-matching acoustic
+        // transformer is this model.
+        infer_core::plugin::Architecture::named("voxtral_tts")
+            .params_sections(infer_core::rstrs!["/multimodal/audio_model_args/acoustic_transformer_args"]),
+    ],
+    kinds: [infer_core::plugin::SpeechSynthesis => VoxtralTts::load],
 }

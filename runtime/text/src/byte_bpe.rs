@@ -2,6 +2,7 @@
 //! their parts: GGUF metadata, or the `vocab.json` + `merges.txt` pair that checkpoints without a
 //! `tokenizer.json` ship (Qwen3-TTS, older GPT-2 style repositories).
 
+use crate::conventions::TokenizerConventions;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -11,11 +12,6 @@ use infer_sdk::{Error, Result};
 
 /// GPT-2's split regex (also llama.cpp's default for `gpt2`).
 pub(crate) const GPT2_PATTERN: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
-/// Qwen2's split regex (`tokenizer.ggml.pre = qwen2`, `Qwen2Tokenizer`).
-pub(crate) const QWEN2_PATTERN: &str =
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-/// Llama 3's split regex (`tokenizer.ggml.pre = llama-bpe`).
-pub(crate) const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// The pieces of a byte-level BPE tokenizer.
 pub(crate) struct ByteBpeParts<'a> {
@@ -57,7 +53,11 @@ pub(crate) fn merge_pair(line: &str) -> Option<(String, String)> {
 
 /// `vocab.json` + `merges.txt` (+ the added tokens of `tokenizer_config.json`) in `dir`, the
 /// slow-tokenizer files of `GPT2Tokenizer` / `Qwen2Tokenizer`.
-pub(crate) fn from_vocab_merges(dir: &Path, tok_cfg: Option<&Value>) -> Result<tokenizers::Tokenizer> {
+pub(crate) fn from_vocab_merges(
+    dir: &Path,
+    tok_cfg: Option<&Value>,
+    conventions: &TokenizerConventions<'_>,
+) -> Result<tokenizers::Tokenizer> {
     let vocab_path = dir.join("vocab.json");
     let merges_path = dir.join("merges.txt");
     let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| Error::io(p, e));
@@ -70,7 +70,8 @@ pub(crate) fn from_vocab_merges(dir: &Path, tok_cfg: Option<&Value>) -> Result<t
         .map(|l| merge_pair(l).ok_or_else(|| Error::config(&merges_path, format!("malformed merge `{l}`"))))
         .collect::<Result<Vec<_>>>()?;
     let class = tok_cfg.and_then(|c| c.get("tokenizer_class")).and_then(Value::as_str).unwrap_or("");
-    let (pattern, nfc) = if class.starts_with("Qwen2") { (QWEN2_PATTERN, true) } else { (GPT2_PATTERN, false) };
+    let (pattern, nfc) =
+        conventions.pre_tokenizer_for_class(class).map_or((GPT2_PATTERN, false), |p| (p.pattern.as_str(), p.nfc));
     let mut added: Vec<Value> = Vec::new();
     if let Some(Value::Object(map)) = tok_cfg.and_then(|c| c.get("added_tokens_decoder")) {
         for (id, tok) in map {

@@ -9,7 +9,8 @@
 
 use serde_json::{json, Value};
 
-use crate::byte_bpe::{build, merge_pair, ByteBpeParts, GPT2_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN};
+use crate::byte_bpe::{build, merge_pair, ByteBpeParts, GPT2_PATTERN};
+use crate::conventions::TokenizerConventions;
 use crate::hf_tokenizer::{HfTokenizer, SpecialTokens};
 use crate::jinja_template::JinjaTemplate;
 use crate::spm::{SpmModel, SpmTokenizer};
@@ -20,10 +21,9 @@ use infer_sdk::{Error, Result};
 const TOKEN_CONTROL: i64 = 3;
 const TOKEN_USER_DEFINED: i64 = 4;
 
-/// Tokens that end a turn in the chat formats llama.cpp knows, stopped on when present.
-const END_OF_TURN: [&str; 5] = ["<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end|>"];
-
-pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<Box<dyn Tokenizer>> {
+/// The tokenizer a GGUF file's metadata describes, with the claiming plugin's `conventions`
+/// (pre-tokenizers by `tokenizer.ggml.pre`, tokens that end a turn).
+pub fn tokenizer_from_gguf(g: &GgufFile, conventions: &TokenizerConventions<'_>) -> Result<Box<dyn Tokenizer>> {
     let model = g.string("tokenizer.ggml.model")?;
     let tokens = g.strings("tokenizer.ggml.tokens")?;
     let types: Vec<i64> = match g.array("tokenizer.ggml.token_type") {
@@ -31,13 +31,13 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<Box<dyn Tokenizer>> {
         Err(_) => vec![1; tokens.len()],
     };
     match model.as_str() {
-        "gpt2" => gpt2_tokenizer(g, &tokens, &types),
+        "gpt2" => gpt2_tokenizer(g, &tokens, &types, conventions),
         "llama" => {
             let scores: Vec<f32> =
                 g.array("tokenizer.ggml.scores")?.iter().map(|s| s.to_f32().unwrap_or(0.0)).collect();
             let prefix = g.bool("tokenizer.ggml.add_space_prefix").unwrap_or(false);
             let spm = SpmModel::new(tokens.clone(), scores, types, prefix)?;
-            let special = special_tokens(g, &tokens, |t| spm.id(t), true)?;
+            let special = special_tokens(g, &tokens, |t| spm.id(t), true, conventions)?;
             Ok(Box::new(SpmTokenizer { model: spm, special }))
         }
         other => {
@@ -46,7 +46,12 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<Box<dyn Tokenizer>> {
     }
 }
 
-fn gpt2_tokenizer(g: &GgufFile, tokens: &[String], types: &[i64]) -> Result<Box<dyn Tokenizer>> {
+fn gpt2_tokenizer(
+    g: &GgufFile,
+    tokens: &[String],
+    types: &[i64],
+    conventions: &TokenizerConventions<'_>,
+) -> Result<Box<dyn Tokenizer>> {
     let added: Vec<Value> = tokens
         .iter()
         .enumerate()
@@ -56,11 +61,11 @@ fn gpt2_tokenizer(g: &GgufFile, tokens: &[String], types: &[i64]) -> Result<Box<
                    "normalized": false, "special": types[i] == TOKEN_CONTROL})
         })
         .collect();
-    let mut parts = gpt2_spec(g, tokens)?;
+    let mut parts = gpt2_spec(g, tokens, conventions)?;
     parts.added = added;
     let inner = build(parts)
         .map_err(|e| Error::checkpoint(g.path(), format!("cannot build the tokenizer from metadata: {e}")))?;
-    let s = special_tokens(g, tokens, |t| inner.token_to_id(t), false)?;
+    let s = special_tokens(g, tokens, |t| inner.token_to_id(t), false, conventions)?;
     Ok(Box::new(HfTokenizer::from_parts(inner, s.bos, s.add_bos, s.eos, s.template)))
 }
 
@@ -70,13 +75,14 @@ fn special_tokens(
     tokens: &[String],
     lookup: impl Fn(&str) -> Option<u32>,
     add_bos_default: bool,
+    conventions: &TokenizerConventions<'_>,
 ) -> Result<SpecialTokens> {
     let id = |key: &str| g.usize(key).ok().map(|v| v as u32);
     let bos = id("tokenizer.ggml.bos_token_id");
     let add_bos = g.bool("tokenizer.ggml.add_bos_token").unwrap_or(add_bos_default);
     let mut eos: Vec<u32> =
         [id("tokenizer.ggml.eos_token_id"), id("tokenizer.ggml.eot_token_id")].into_iter().flatten().collect();
-    eos.extend(END_OF_TURN.iter().filter_map(|t| lookup(t)));
+    eos.extend(conventions.end_of_turn.iter().filter_map(|t| lookup(t.as_str())));
     eos.sort_unstable();
     eos.dedup();
     let name = |id: Option<u32>| id.and_then(|i| tokens.get(i as usize)).cloned().unwrap_or_default();
@@ -87,18 +93,18 @@ fn special_tokens(
     Ok(SpecialTokens { bos, add_bos, eos, template })
 }
 
-fn gpt2_spec<'a>(g: &GgufFile, tokens: &'a [String]) -> Result<ByteBpeParts<'a>> {
+fn gpt2_spec<'a>(
+    g: &GgufFile,
+    tokens: &'a [String],
+    conventions: &TokenizerConventions<'a>,
+) -> Result<ByteBpeParts<'a>> {
     let merges = g
         .strings("tokenizer.ggml.merges")?
         .into_iter()
         .map(|m| merge_pair(&m).ok_or_else(|| Error::checkpoint(g.path(), format!("malformed merge `{m}`"))))
         .collect::<Result<_>>()?;
     let pre = g.string("tokenizer.ggml.pre").unwrap_or_default();
-    let (pattern, nfc) = match pre.as_str() {
-        "qwen2" | "deepseek-llm" => (QWEN2_PATTERN, true),
-        "llama-bpe" | "llama3" | "smaug-bpe" => (LLAMA3_PATTERN, false),
-        _ => (GPT2_PATTERN, false),
-    };
+    let (pattern, nfc) = conventions.pre_tokenizer(&pre).map_or((GPT2_PATTERN, false), |p| (p.pattern.as_str(), p.nfc));
     let vocab = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
     Ok(ByteBpeParts { vocab, merges, pattern, nfc, added: Vec::new() })
 }

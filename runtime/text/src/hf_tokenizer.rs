@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use crate::conventions::TokenizerConventions;
 use crate::jinja_template::JinjaTemplate;
 use infer_sdk::{ChatTemplate, Tokenizer};
 use infer_sdk::{Error, Result};
@@ -27,12 +28,18 @@ pub struct HfTokenizer {
 impl HfTokenizer {
     /// Loads the tokenizer of the checkpoint directory `dir`.
     pub fn from_dir(dir: &Path) -> Result<Self> {
+        Self::from_dir_with(dir, &TokenizerConventions::default())
+    }
+
+    /// [`HfTokenizer::from_dir`] with the claiming plugin's `conventions` (the pre-tokenizer of a
+    /// vocab.json + merges.txt vocabulary, by its `tokenizer_class`).
+    pub fn from_dir_with(dir: &Path, conventions: &TokenizerConventions<'_>) -> Result<Self> {
         let path = dir.join("tokenizer.json");
         let tok_cfg = read_json_opt(&dir.join("tokenizer_config.json"))?;
         let inner = if path.exists() {
             read_tokenizer_json(&path)?
         } else if dir.join("vocab.json").exists() && dir.join("merges.txt").exists() {
-            crate::byte_bpe::from_vocab_merges(dir, tok_cfg.as_ref())?
+            crate::byte_bpe::from_vocab_merges(dir, tok_cfg.as_ref(), conventions)?
         } else {
             return Err(Error::config(
                 &path,

@@ -4,7 +4,7 @@
 //! GGUF vocabularies, SentencePiece, Mistral Tekken) and Jinja chat templates.
 
 pub(crate) mod byte_bpe;
-pub mod chat_formats;
+pub mod conventions;
 pub mod engine;
 pub mod gguf_tokenizer;
 pub mod hf_tokenizer;
@@ -14,5 +14,6 @@ pub mod sampling;
 pub mod spm;
 pub mod tekken;
 
+pub use conventions::TokenizerConventions;
 pub use hf_tokenizer::HfTokenizer;
 pub use jinja_template::JinjaTemplate;

@@ -13,7 +13,7 @@ use abi_stable::{
     StableAbi,
 };
 
-use crate::plugin::{BackendPlugin, ModelPlugin};
+use crate::plugin::{BackendPlugin, ModelPluginRef};
 
 /// The root module every plugin library exports.
 #[repr(C)]
@@ -25,7 +25,7 @@ pub struct PluginLibrary {
     pub name: extern "C" fn() -> RStr<'static>,
     pub backends: extern "C" fn() -> RVec<BackendPlugin>,
     #[sabi(last_prefix_field)]
-    pub models: extern "C" fn() -> RVec<ModelPlugin>,
+    pub models: extern "C" fn() -> RVec<ModelPluginRef>,
 }
 
 impl RootModule for PluginLibraryRef {
@@ -51,8 +51,9 @@ macro_rules! export_plugin_library {
             extern "C" fn backends() -> $crate::__private::abi_stable::std_types::RVec<$crate::plugin::BackendPlugin> {
                 $crate::plugin::builtin_backends().copied().collect()
             }
-            extern "C" fn models() -> $crate::__private::abi_stable::std_types::RVec<$crate::plugin::ModelPlugin> {
-                $crate::plugin::builtin_models().copied().collect()
+            extern "C" fn models() -> $crate::__private::abi_stable::std_types::RVec<$crate::plugin::ModelPluginRef> {
+                // Descriptors are made on first use; a panic making one must not cross.
+                ::std::panic::catch_unwind($crate::plugin::builtin_models_ffi).unwrap_or_default()
             }
             $crate::plugin::library::PluginLibrary { name, backends, models }.leak_into_prefix()
         }

@@ -1,26 +1,32 @@
-//! Plugin declarations. A plugin is data: a static descriptor with `extern "C"` entry points,
+//! Plugin declarations. A plugin is data: a descriptor with `extern "C"` entry points,
 //! registered with `inventory` when built in, and listed by a library's root module when loaded
-//! from a shared library. Both arrive in the [`crate::Registry`] as the same descriptor.
+//! from a shared library. Both arrive in the host's registry as the same descriptor.
 //!
-//! Write plugins with [`register_backend!`](crate::register_backend) and
-//! [`register_text_model!`](crate::register_text_model) (and `register_speech_model!`,
-//! `register_recognizer_model!`); a plugin library adds
+//! A model plugin's descriptor ([`ModelPlugin`]) says which checkpoints it claims
+//! ([`Architecture`], data) and lists the kinds it provides, each an [`Extension`] found by a
+//! versioned id ([`kinds`]). Write plugins with [`register_backend!`](crate::register_backend) and
+//! [`register_model!`](crate::register_model); a plugin library adds
 //! [`export_plugin_library!`](crate::export_plugin_library) once.
 
+pub mod architecture;
+pub mod extension;
+pub mod kinds;
 pub mod library;
+
+pub use architecture::{Architecture, ChatFormat, PreTokenizer};
+pub use extension::{Extension, Kind, Loader};
+pub use kinds::{AudioCodecKind, IntoKind, SpeechRecognition, SpeechSynthesis, TextGeneration};
 
 use std::path::Path;
 
 use abi_stable::{
-    std_types::{ROption, RResult, RSlice, RStr},
+    prefix_type::PrefixTypeTrait,
+    std_types::{ROption, RResult, RSlice, RStr, RVec},
     StableAbi,
 };
 
 use crate::backend::BackendObj;
-use crate::recognizer_ffi::RecognizerModelBox;
-use crate::speech_ffi::SpeechModelBox;
-use crate::text::causal_lm::CausalLmBox;
-use crate::{Backend, DType, Error, FfiError};
+use crate::{DType, Error, FfiError};
 
 /// Options a model plugin receives when loading a checkpoint.
 #[repr(C)]
@@ -71,67 +77,107 @@ pub struct BackendPlugin {
     pub create: extern "C" fn(device: RStr<'_>) -> RResult<BackendObj, FfiError>,
 }
 
-/// What kind of model a model plugin loads.
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, StableAbi)]
+/// The model kinds infer defines, for hosts that pick one ([`Kind`] is the open set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ModelKind {
     Text,
     SpeechSynthesis,
     SpeechRecognition,
+    AudioCodec,
 }
 
-/// A model plugin: loads checkpoints whose `model_type` (config.json) or GGUF
-/// `general.architecture` is one of `architectures`.
+impl ModelKind {
+    /// Every kind infer defines.
+    pub const ALL: [ModelKind; 4] =
+        [ModelKind::Text, ModelKind::SpeechSynthesis, ModelKind::SpeechRecognition, ModelKind::AudioCodec];
+
+    /// The extension id of this kind.
+    pub fn id(self) -> &'static str {
+        match self {
+            ModelKind::Text => <TextGeneration as Kind>::ID,
+            ModelKind::SpeechSynthesis => <SpeechSynthesis as Kind>::ID,
+            ModelKind::SpeechRecognition => <SpeechRecognition as Kind>::ID,
+            ModelKind::AudioCodec => <AudioCodecKind as Kind>::ID,
+        }
+    }
+
+    /// Its name in listings (`text`, `speech synthesis`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Text => <TextGeneration as Kind>::NAME,
+            ModelKind::SpeechSynthesis => <SpeechSynthesis as Kind>::NAME,
+            ModelKind::SpeechRecognition => <SpeechRecognition as Kind>::NAME,
+            ModelKind::AudioCodec => <AudioCodecKind as Kind>::NAME,
+        }
+    }
+}
+
+/// A model plugin's descriptor: which checkpoints it claims and the kinds it provides. A prefix
+/// type: fields appended later read as absent from older plugins.
 #[repr(C)]
-#[derive(Clone, Copy, StableAbi)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = ModelPluginRef)))]
+#[sabi(missing_field(panic))]
 pub struct ModelPlugin {
     pub name: RStr<'static>,
     pub version: RStr<'static>,
     pub description: RStr<'static>,
-    pub kind: ModelKind,
-    pub architectures: RSlice<'static, RStr<'static>>,
-    /// Loads a text model from `path` (a checkpoint directory or file) onto `backend`.
-    pub load_text:
-        extern "C" fn(path: RStr<'_>, backend: &Backend, options: &ModelLoadOptions) -> RResult<CausalLmBox, FfiError>,
-    /// Loads a speech synthesizer (kind `SpeechSynthesis`).
-    pub load_speech: extern "C" fn(
-        path: RStr<'_>,
-        backend: &Backend,
-        options: &ModelLoadOptions,
-    ) -> RResult<SpeechModelBox, FfiError>,
-    /// Loads a speech recognizer (kind `SpeechRecognition`).
-    pub load_recognizer: extern "C" fn(
-        path: RStr<'_>,
-        backend: &Backend,
-        options: &ModelLoadOptions,
-    ) -> RResult<RecognizerModelBox, FfiError>,
+    /// The architectures it loads, and what it says about them.
+    pub architectures: RSlice<'static, Architecture>,
+    /// One per kind it provides.
+    #[sabi(last_prefix_field)]
+    pub extensions: RSlice<'static, Extension>,
 }
 
-/// The `load_text` of plugins that are not text models.
-pub extern "C" fn no_text_model(path: RStr<'_>, _: &Backend, _: &ModelLoadOptions) -> RResult<CausalLmBox, FfiError> {
-    RResult::RErr(Error::unsupported(format!("{path} is not a text model")).into())
+impl ModelPlugin {
+    /// A descriptor that lives for the rest of the process (made once per plugin).
+    pub fn leak(
+        name: &'static str,
+        version: &'static str,
+        description: &'static str,
+        architectures: &'static [Architecture],
+        extensions: Vec<Extension>,
+    ) -> ModelPluginRef {
+        let extensions: &'static [Extension] = Vec::leak(extensions);
+        ModelPlugin {
+            name: RStr::from_str(name),
+            version: RStr::from_str(version),
+            description: RStr::from_str(description),
+            architectures: RSlice::from_slice(architectures),
+            extensions: RSlice::from_slice(extensions),
+        }
+        .leak_into_prefix()
+    }
 }
 
-/// The `load_speech` of plugins that are not speech synthesizers.
-pub extern "C" fn no_speech_model(
-    path: RStr<'_>,
-    _: &Backend,
-    _: &ModelLoadOptions,
-) -> RResult<SpeechModelBox, FfiError> {
-    RResult::RErr(Error::unsupported(format!("{path} is not a speech synthesis model")).into())
+impl ModelPluginRef {
+    /// The vtable of kind `K`, if this plugin provides it (an error if it does, built against an
+    /// incompatible SDK).
+    pub fn extension<K: Kind>(self) -> crate::Result<Option<K::Vtable>> {
+        for e in self.extensions().iter() {
+            if let Some(v) = e.get::<K>()? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether it provides the kind with extension id `id`.
+    pub fn provides(self, id: &str) -> bool {
+        self.extensions().iter().any(|e| e.id.as_str() == id)
+    }
+
+    /// The architecture `name`, if it claims it.
+    pub fn architecture(self, name: &str) -> Option<&'static Architecture> {
+        self.architectures().as_slice().iter().find(|a| a.name.as_str() == name)
+    }
 }
 
-/// The `load_recognizer` of plugins that are not speech recognizers.
-pub extern "C" fn no_recognizer_model(
-    path: RStr<'_>,
-    _: &Backend,
-    _: &ModelLoadOptions,
-) -> RResult<RecognizerModelBox, FfiError> {
-    RResult::RErr(Error::unsupported(format!("{path} is not a speech recognition model")).into())
-}
+/// A built-in model plugin: its descriptor, made on first use ([`register_model!`](crate::register_model)).
+pub struct ModelRegistration(pub fn() -> ModelPluginRef);
 
 inventory::collect!(BackendPlugin);
-inventory::collect!(ModelPlugin);
+inventory::collect!(ModelRegistration);
 
 /// Built-in backend plugins linked into this binary (or into this plugin library).
 pub fn builtin_backends() -> impl Iterator<Item = &'static BackendPlugin> {
@@ -139,8 +185,13 @@ pub fn builtin_backends() -> impl Iterator<Item = &'static BackendPlugin> {
 }
 
 /// Built-in model plugins linked into this binary (or into this plugin library).
-pub fn builtin_models() -> impl Iterator<Item = &'static ModelPlugin> {
-    inventory::iter::<ModelPlugin>.into_iter()
+pub fn builtin_models() -> impl Iterator<Item = ModelPluginRef> {
+    inventory::iter::<ModelRegistration>.into_iter().map(|r| (r.0)())
+}
+
+/// [`builtin_models`] as a library's root module lists them.
+pub fn builtin_models_ffi() -> RVec<ModelPluginRef> {
+    builtin_models().collect()
 }
 
 /// Helper for the generated entry points: a `&str` path from the FFI string.
@@ -184,118 +235,52 @@ macro_rules! register_backend {
     };
 }
 
-/// Registers a text model plugin. `$load` is a Rust
-/// `fn(&Path, &Backend, &ModelLoadOptions) -> infer_core::Result<M>` where `M: CausalLm`.
+/// Registers a model plugin: its name, the architectures it claims (const [`Architecture`]
+/// values) and, for each kind it provides, a Rust loader
+/// `fn(&Path, &Backend, &ModelLoadOptions) -> infer_sdk::Result<M>` where `M` is a model of that
+/// kind (a [`CausalLm`](crate::CausalLm) for [`TextGeneration`], a
+/// [`SpeechSynthesizer`](crate::audio::SpeechSynthesizer) for [`SpeechSynthesis`], ...). Panics
+/// inside a loader become errors. The same macro serves built-in plugins and plugin libraries.
+///
+/// ```ignore
+/// infer_sdk::register_model! {
+///     name: "bigram",
+///     description: "a bigram language model",
+///     architectures: [infer_sdk::plugin::Architecture::named("bigram")],
+///     kinds: [infer_sdk::plugin::TextGeneration => load],
+/// }
+/// ```
 #[macro_export]
-macro_rules! register_text_model {
+macro_rules! register_model {
     (
         name: $name:literal,
         description: $desc:literal,
-        architectures: [$($arch:literal),* $(,)?],
-        load: $load:path $(,)?
+        architectures: [$($arch:expr),* $(,)?],
+        kinds: [$($kind:ty => $load:path),+ $(,)?] $(,)?
     ) => {
         const _: () = {
-            use $crate::__private::abi_stable::std_types::{RResult, RStr};
-            extern "C" fn __infer_load_text(
-                path: RStr<'_>,
-                backend: &$crate::Backend,
-                options: &$crate::plugin::ModelLoadOptions,
-            ) -> RResult<$crate::text::causal_lm::CausalLmBox, $crate::FfiError> {
-                $crate::backend::ffi_result(concat!("model plugin ", $name, " load"), || {
-                    let m = $load($crate::plugin::ffi_path(path), backend, options)?;
-                    Ok($crate::text::causal_lm::CausalLm_TO::from_value(m, $crate::__private::abi_stable::sabi_trait::TD_Opaque))
+            static ARCHITECTURES: &[$crate::plugin::Architecture] = &[$($arch),*];
+            fn descriptor() -> $crate::plugin::ModelPluginRef {
+                static DESCRIPTOR: ::std::sync::OnceLock<$crate::plugin::ModelPluginRef> = ::std::sync::OnceLock::new();
+                *DESCRIPTOR.get_or_init(|| {
+                    let extensions = vec![$({
+                        struct Load;
+                        impl $crate::plugin::Loader<$kind> for Load {
+                            const WHAT: &'static str = concat!("model plugin ", $name, " load");
+                            fn load(
+                                path: &::std::path::Path,
+                                backend: &$crate::Backend,
+                                options: &$crate::plugin::ModelLoadOptions,
+                            ) -> $crate::Result<<$kind as $crate::plugin::Kind>::Boxed> {
+                                $load(path, backend, options).map($crate::plugin::IntoKind::<$kind>::into_boxed)
+                            }
+                        }
+                        $crate::plugin::Extension::new::<$kind>(<$kind as $crate::plugin::Kind>::vtable::<Load>())
+                    }),+];
+                    $crate::plugin::ModelPlugin::leak($name, env!("CARGO_PKG_VERSION"), $desc, ARCHITECTURES, extensions)
                 })
             }
-            $crate::__private::inventory::submit! {
-                $crate::plugin::ModelPlugin {
-                    name: RStr::from_str($name),
-                    version: RStr::from_str(env!("CARGO_PKG_VERSION")),
-                    description: RStr::from_str($desc),
-                    kind: $crate::plugin::ModelKind::Text,
-                    architectures: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($arch)),*]),
-                    load_text: __infer_load_text,
-                    load_speech: $crate::plugin::no_speech_model,
-                    load_recognizer: $crate::plugin::no_recognizer_model,
-                }
-            }
-        };
-    };
-}
-
-/// Registers a speech-synthesis model plugin. `$load` is a Rust
-/// `fn(&Path, &Backend, &ModelLoadOptions) -> infer_core::Result<M>` where
-/// `M: infer_core::audio::SpeechSynthesizer + 'static`.
-#[macro_export]
-macro_rules! register_speech_model {
-    (
-        name: $name:literal,
-        description: $desc:literal,
-        architectures: [$($arch:literal),* $(,)?],
-        load: $load:path $(,)?
-    ) => {
-        const _: () = {
-            use $crate::__private::abi_stable::std_types::{RResult, RStr};
-            extern "C" fn __infer_load_speech(
-                path: RStr<'_>,
-                backend: &$crate::Backend,
-                options: &$crate::plugin::ModelLoadOptions,
-            ) -> RResult<$crate::speech_ffi::SpeechModelBox, $crate::FfiError> {
-                $crate::backend::ffi_result(concat!("model plugin ", $name, " load"), || {
-                    let m = $load($crate::plugin::ffi_path(path), backend, options)?;
-                    Ok($crate::speech_ffi::PluginSpeech::boxed(m))
-                })
-            }
-            $crate::__private::inventory::submit! {
-                $crate::plugin::ModelPlugin {
-                    name: RStr::from_str($name),
-                    version: RStr::from_str(env!("CARGO_PKG_VERSION")),
-                    description: RStr::from_str($desc),
-                    kind: $crate::plugin::ModelKind::SpeechSynthesis,
-                    architectures: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($arch)),*]),
-                    load_text: $crate::plugin::no_text_model,
-                    load_speech: __infer_load_speech,
-                    load_recognizer: $crate::plugin::no_recognizer_model,
-                }
-            }
-        };
-    };
-}
-
-/// Registers a speech-recognition model plugin. `$load` is a Rust
-/// `fn(&Path, &Backend, &ModelLoadOptions) -> infer_core::Result<M>` where
-/// `M: infer_core::audio::SpeechRecognizer + 'static`.
-#[macro_export]
-macro_rules! register_recognizer_model {
-    (
-        name: $name:literal,
-        description: $desc:literal,
-        architectures: [$($arch:literal),* $(,)?],
-        load: $load:path $(,)?
-    ) => {
-        const _: () = {
-            use $crate::__private::abi_stable::std_types::{RResult, RStr};
-            extern "C" fn __infer_load_recognizer(
-                path: RStr<'_>,
-                backend: &$crate::Backend,
-                options: &$crate::plugin::ModelLoadOptions,
-            ) -> RResult<$crate::recognizer_ffi::RecognizerModelBox, $crate::FfiError> {
-                $crate::backend::ffi_result(concat!("model plugin ", $name, " load"), || {
-                    let m = $load($crate::plugin::ffi_path(path), backend, options)?;
-                    Ok($crate::recognizer_ffi::PluginRecognizer::boxed(m))
-                })
-            }
-            $crate::__private::inventory::submit! {
-                $crate::plugin::ModelPlugin {
-                    name: RStr::from_str($name),
-                    version: RStr::from_str(env!("CARGO_PKG_VERSION")),
-                    description: RStr::from_str($desc),
-                    kind: $crate::plugin::ModelKind::SpeechRecognition,
-                    architectures: $crate::__private::abi_stable::std_types::RSlice::from_slice(&[$(RStr::from_str($arch)),*]),
-                    load_text: $crate::plugin::no_text_model,
-                    load_speech: $crate::plugin::no_speech_model,
-                    load_recognizer: __infer_load_recognizer,
-                }
-            }
+            $crate::__private::inventory::submit! { $crate::plugin::ModelRegistration(descriptor) }
         };
     };
 }

@@ -11,7 +11,7 @@ use abi_stable::{
     std_types::{RStr, RVec},
     StableAbi,
 };
-use infer_core::plugin::{BackendPlugin, ModelPlugin};
+use infer_core::plugin::{BackendPlugin, ModelPluginRef};
 
 #[repr(C)]
 #[derive(StableAbi)]
@@ -21,7 +21,7 @@ pub struct PluginLibrary {
     pub name: extern "C" fn() -> RStr<'static>,
     pub backends: extern "C" fn() -> RVec<BackendPlugin>,
     #[sabi(last_prefix_field)]
-    pub models: extern "C" fn() -> RVec<ModelPlugin>,
+    pub models: extern "C" fn() -> RVec<ModelPluginRef>,
 }
 
 impl RootModule for PluginLibraryRef {
@@ -39,7 +39,7 @@ extern "C" fn backends() -> RVec<BackendPlugin> {
     RVec::new()
 }
 
-extern "C" fn models() -> RVec<ModelPlugin> {
+extern "C" fn models() -> RVec<ModelPluginRef> {
     RVec::new()
 }
 

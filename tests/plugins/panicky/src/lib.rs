@@ -76,11 +76,11 @@ infer_core::register_backend! {
     create: create,
 }
 
-infer_core::register_text_model! {
+infer_core::register_model! {
     name: "panicky",
     description: "test model plugin whose loader panics",
-    architectures: ["panicky"],
-    load: load,
+    architectures: [infer_core::plugin::Architecture::named("panicky")],
+    kinds: [infer_core::plugin::TextGeneration => load],
 }
 
 infer_core::export_plugin_library!();
