@@ -10,7 +10,7 @@
 //! same position in all three sections, so it reduces to this ordinary RoPE.
 
 use infer_core::{KvCache, Result, RopeLayout, Tensor, Weights};
-use infer_layers::{AttentionConfig, RmsNorm, RopeAngles, Rotary, SelfAttention, SwiGlu};
+use infer_layers::{AttentionConfig, QkNorm, RmsNorm, RopeAngles, Rotary, SelfAttention, SwiGlu};
 
 use crate::config::DecoderDims;
 
@@ -36,18 +36,9 @@ impl EmbedDecoder {
         let blocks = (0..d.num_hidden_layers)
             .map(|i| {
                 let l = w.prefixed(format!("layers.{i}"));
-                let cfg = AttentionConfig {
-                    hidden: d.hidden_size,
-                    num_heads: d.num_attention_heads,
-                    num_kv_heads: d.num_key_value_heads,
-                    head_dim,
-                    qkv_bias: d.attention_bias,
-                    qk_norm_eps: Some(d.rms_norm_eps),
-                    qk_norm_offset: 0.0,
-                    scale: 1.0 / (head_dim as f32).sqrt(),
-                    window: 0,
-                    softcap: 0.0,
-                };
+                let cfg = AttentionConfig::new(d.hidden_size, d.num_attention_heads, d.num_key_value_heads, head_dim)
+                    .qkv_bias(d.attention_bias)
+                    .qk_norm(Some(QkNorm::per_head_rms(d.rms_norm_eps)));
                 Ok(Block {
                     input_norm: RmsNorm::load(&l.prefixed("input_layernorm"), d.hidden_size, d.rms_norm_eps)?,
                     attn: SelfAttention::load(&l.prefixed("self_attn"), cfg)?,

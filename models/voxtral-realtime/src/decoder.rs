@@ -26,18 +26,7 @@ struct DecoderLayer {
 
 impl DecoderLayer {
     fn load(w: &Weights, p: &DecoderParams) -> Result<Self> {
-        let attn = AttentionConfig {
-            hidden: p.hidden,
-            num_heads: p.heads,
-            num_kv_heads: p.kv_heads,
-            head_dim: p.head_dim,
-            qkv_bias: false,
-            qk_norm_eps: None,
-            qk_norm_offset: 0.0,
-            scale: 1.0 / (p.head_dim as f32).sqrt(),
-            window: p.window,
-            softcap: 0.0,
-        };
+        let attn = AttentionConfig::new(p.hidden, p.heads, p.kv_heads, p.head_dim).window(p.window);
         Ok(DecoderLayer {
             attn_norm: RmsNorm::load(&w.prefixed("input_layernorm"), p.hidden, p.rms_eps)?,
             attn: SelfAttention::load(&w.prefixed("self_attn"), attn)?,

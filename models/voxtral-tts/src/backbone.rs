@@ -42,18 +42,7 @@ impl Backbone {
         let blocks = (0..cfg.n_layers)
             .map(|i| {
                 let l = w.prefixed(format!("layers.{i}"));
-                let attention = AttentionConfig {
-                    hidden: dim,
-                    num_heads: cfg.n_heads,
-                    num_kv_heads: cfg.n_kv_heads,
-                    head_dim: cfg.head_dim,
-                    qkv_bias: false,
-                    qk_norm_eps: None,
-                    qk_norm_offset: 0.0,
-                    scale: 1.0 / (cfg.head_dim as f32).sqrt(),
-                    window: 0,
-                    softcap: 0.0,
-                };
+                let attention = AttentionConfig::new(dim, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
                 Ok(Block {
                     attention_norm: RmsNorm::load(&l.prefixed("attention_norm"), dim, eps)?,
                     attention: SelfAttention::load(&l.prefixed("self_attn"), attention)?,
