@@ -147,7 +147,7 @@ impl AttentionConfig {
             return bad("the heads must split evenly into the key/value groups".into());
         }
         let rotated = self.rotary_dim.unwrap_or(d);
-        if rotated % 2 != 0 || rotated > d {
+        if !rotated.is_multiple_of(2) || rotated > d {
             return bad(format!("the rotated size {rotated} must be even and at most the head size"));
         }
         if heads.checked_mul(d).is_none() {
