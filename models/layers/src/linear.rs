@@ -46,44 +46,54 @@ enum Parts {
 }
 
 impl StackedLinear {
-    /// `parts`: each layer's weights (rooted at the layer) and output size; all read `in_dim`.
+    /// `parts`: each layer's weights (rooted at the layer) and output size; all read `in_dim`,
+    /// all with a bias or all without.
     pub fn load(parts: &[(Weights, usize)], in_dim: usize, bias: bool) -> Result<Self> {
+        let parts: Vec<(Weights, usize, bool)> = parts.iter().map(|(w, out)| (w.clone(), *out, bias)).collect();
+        Self::load_biased(&parts, in_dim)
+    }
+
+    /// As [`StackedLinear::load`], each part saying whether it has a bias. Parts that differ
+    /// there (Whisper's k projection has none) stay separate.
+    pub fn load_biased(parts: &[(Weights, usize, bool)], in_dim: usize) -> Result<Self> {
         let first = &parts.first().ok_or_else(|| infer_core::Error::invalid("no linear layers to stack"))?.0;
+        let bias = parts[0].2;
+        let same_bias = parts.iter().all(|p| p.2 == bias);
         // Quantized at load, or stored quantized (`infer quantize`) in one format the backend runs.
         let stored = first.stored_dtype("weight");
         let stored_quant = stored.filter(|d| {
             d.is_quantized()
                 && first.backend().supports_dtype(*d)
-                && parts.iter().all(|(w, _)| w.stored_dtype("weight") == stored)
+                && parts.iter().all(|(w, _, _)| w.stored_dtype("weight") == stored)
         });
         let stack_as = stored_quant.or_else(|| {
             first.linear_quant().filter(|q| {
                 in_dim.is_multiple_of(q.block().0)
-                    && parts.iter().all(|(w, _)| w.stored_dtype("weight").is_some_and(|d| d.is_float()))
+                    && parts.iter().all(|(w, _, _)| w.stored_dtype("weight").is_some_and(|d| d.is_float()))
             })
         });
-        let Some(quant) = stack_as else {
-            let separate = parts.iter().map(|(w, out)| Linear::load(w, *out, in_dim, bias));
+        let Some(quant) = stack_as.filter(|_| same_bias) else {
+            let separate = parts.iter().map(|(w, out, bias)| Linear::load(w, *out, in_dim, *bias));
             return Ok(StackedLinear { parts: Parts::Separate(separate.collect::<Result<_>>()?) });
         };
         // Stacked along the rows (dim 0). Each weight is quantized as `Linear::load` quantizes
         // it, then the blocks are stacked (they never span rows: the same blocks as quantizing
         // the stacked floats, without a float copy of the stack).
         let concat = |ts: Vec<Tensor>| Tensor::concat(&ts.iter().collect::<Vec<_>>(), 0);
-        let weights = parts.iter().map(|(w, out)| w.get_linear("weight", *out, in_dim));
+        let weights = parts.iter().map(|(w, out, _)| w.get_linear("weight", *out, in_dim));
         let weight = concat(weights.collect::<Result<_>>()?)?;
         let weight = if weight.dtype() == quant { weight } else { weight.to_dtype(quant)? };
         if stored_quant.is_some() {
             // The parts were the file's pages; the stack is a copy.
-            parts.iter().for_each(|(w, _)| w.release("weight"));
+            parts.iter().for_each(|(w, _, _)| w.release("weight"));
         }
         let bias = if bias {
-            let biases = parts.iter().map(|(w, out)| w.get_shaped("bias", &[*out]));
+            let biases = parts.iter().map(|(w, out, _)| w.get_shaped("bias", &[*out]));
             Some(concat(biases.collect::<Result<_>>()?)?)
         } else {
             None
         };
-        let outs = parts.iter().map(|(_, out)| *out).collect();
+        let outs = parts.iter().map(|(_, out, _)| *out).collect();
         Ok(StackedLinear { parts: Parts::Stacked { linear: Linear { weight, bias }, outs } })
     }
 

@@ -1,4 +1,6 @@
 //! Rotary position embeddings: frequencies, Llama 3 scaling, and per-forward angle tables.
+//! A rotary built for fewer dims than the head rotates the leading ones and passes the rest
+//! through (partial rotary: `partial_rotary_factor`, `rotary_dim`).
 
 use infer_core::{Backend, DType, Error, Result, RopeLayout, Tensor};
 
@@ -18,7 +20,8 @@ pub struct RopeAngles {
 }
 
 impl Rotary {
-    /// Standard RoPE, `inv_freq[i] = 1 / base^(2i/dim)`, in f32 as transformers computes it.
+    /// Standard RoPE over `dim` dims (the head size, or the rotated part of it),
+    /// `inv_freq[i] = 1 / base^(2i/dim)`, in f32 as transformers computes it.
     /// The head size comes from a config file before any weight has confirmed it, so an absurd one
     /// is refused here rather than allocated (published models use 64 to 512).
     pub fn new(dim: usize, base: f64, layout: RopeLayout, dtype: DType) -> Result<Self> {
@@ -100,9 +103,21 @@ impl RopeAngles {
         self.len() == 0
     }
 
-    /// `x` (b, h, t, d) rotated.
+    /// Dims rotated: twice the angles per position.
+    pub fn rotary_dim(&self) -> usize {
+        2 * self.cos.dim(1)
+    }
+
+    /// `x` (b, h, t, d) rotated; when the angles cover fewer than `d` dims, only the leading
+    /// [`RopeAngles::rotary_dim`] ones (the rest pass through unchanged).
     pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
-        x.rope(&self.cos, &self.sin, self.layout)
+        let (d, r) = (x.dim(-1), self.rotary_dim());
+        if r >= d {
+            return x.rope(&self.cos, &self.sin, self.layout);
+        }
+        let last = x.rank() - 1;
+        let rotated = x.narrow(last, 0, r)?.contiguous()?.rope(&self.cos, &self.sin, self.layout)?;
+        Tensor::concat(&[&rotated, &x.narrow(last, r, d - r)?], last)
     }
 }
 
@@ -113,4 +128,30 @@ pub struct Llama3Scaling {
     pub low_freq_factor: f32,
     pub high_freq_factor: f32,
     pub original_max_position: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use infer_backend_candle::CandleBackend;
+    use infer_core::{DType, RopeLayout, Tensor};
+
+    use super::Rotary;
+
+    #[test]
+    fn partial_rotary_rotates_the_leading_dims_and_passes_the_rest() {
+        let backend = CandleBackend::backend().unwrap();
+        let (heads, t, d, r) = (2, 3, 8, 4);
+        let data: Vec<f32> = (0..heads * t * d).map(|i| (i as f32 * 0.61).sin()).collect();
+        let x = Tensor::from_f32(&backend, &data, &[1, heads, t, d]).unwrap();
+        for layout in [RopeLayout::SplitHalf, RopeLayout::Interleaved] {
+            let angles = Rotary::new(r, 10_000.0, layout, DType::F32).unwrap().angles(&backend, 5, t).unwrap();
+            let y = angles.apply(&x).unwrap();
+            assert_eq!(y.dims(), x.dims());
+            let lead = x.narrow(3, 0, r).unwrap().contiguous().unwrap();
+            let want = angles.apply(&lead).unwrap().to_vec_f32().unwrap();
+            assert_eq!(y.narrow(3, 0, r).unwrap().contiguous().unwrap().to_vec_f32().unwrap(), want);
+            let rest = |z: &Tensor| z.narrow(3, r, d - r).unwrap().contiguous().unwrap().to_vec_f32().unwrap();
+            assert_eq!(rest(&y), rest(&x));
+        }
+    }
 }

@@ -13,14 +13,14 @@
 
 use std::path::Path;
 
-use infer_core::{Backend, Error, ModelLoadOptions, Result, RopeLayout, Tensor, Weights};
+use infer_core::{Backend, Error, ModelLoadOptions, Result, RopeLayout};
 use serde::Deserialize;
 
-use crate::causal_decoder::{CausalDecoder, DecoderLayer, DecoderParts};
-use crate::checkpoint::{gguf_name, Checkpoint};
-use crate::hparams::HParams;
-use crate::llama_family::model_info;
-use infer_layers::{read_config, AttentionConfig, KvTarget, Linear, RmsNorm, RopeAngles, Rotary, SelfAttention};
+use infer_layers::checkpoint::GGUF_GEMMA_BLOCK_NAMES;
+use infer_layers::{
+    gguf_name_with, model_info, read_config, Activation, BlockConfig, BlockNames, CausalDecoder, Checkpoint,
+    DecoderBlock, DecoderLayer, DecoderParts, HParams, Linear, Norm, NormKind, NormPlacement, QkNorm, Rotary,
+};
 
 #[derive(Debug, Clone, Deserialize)]
 struct Gemma3Config {
@@ -123,74 +123,24 @@ fn from_gguf(g: &infer_core::GgufFile) -> Result<GemmaParams> {
 
 /// Gemma's per-layer norm names differ from the Llama family's.
 fn gemma_gguf_name(hf: &str) -> String {
-    let renamed = hf
-        .replace("post_attention_layernorm", "POST_ATTN")
-        .replace("pre_feedforward_layernorm", "PRE_FFW")
-        .replace("post_feedforward_layernorm", "POST_FFW");
-    gguf_name(&renamed)
-        .replace("POST_ATTN", "post_attention_norm")
-        .replace("PRE_FFW", "ffn_norm")
-        .replace("POST_FFW", "post_ffw_norm")
+    gguf_name_with(hf, GGUF_GEMMA_BLOCK_NAMES)
 }
 
-struct GeluMlp {
-    gate: Linear,
-    up: Linear,
-    down: Linear,
-}
-
-impl GeluMlp {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.down.forward(&self.gate.forward(x)?.gelu_tanh()?.mul(&self.up.forward(x)?)?)
-    }
-}
-
-struct Block {
-    input_norm: RmsNorm,
-    attn: SelfAttention,
-    post_attn_norm: RmsNorm,
-    pre_ffw_norm: RmsNorm,
-    mlp: GeluMlp,
-    post_ffw_norm: RmsNorm,
-}
-
-impl DecoderLayer for Block {
-    fn forward(&self, x: &Tensor, rope: &RopeAngles, kv: &mut KvTarget<'_>) -> Result<Tensor> {
-        let h = self.attn.forward_kv(&self.input_norm.forward(x)?, rope, kv)?;
-        let x = x.add(&self.post_attn_norm.forward(&h)?)?;
-        let h = self.mlp.forward(&self.pre_ffw_norm.forward(&x)?)?;
-        x.add(&self.post_ffw_norm.forward(&h)?)
-    }
-}
-
-fn load_block(l: &Weights, p: &GemmaParams, i: usize) -> Result<Block> {
-    let hp = &p.hp;
-    let norm = |name: &str| RmsNorm::load_offset(&l.prefixed(name), hp.hidden, hp.rms_eps, p.norm_offset);
-    let attn = AttentionConfig {
-        hidden: hp.hidden,
-        num_heads: hp.heads,
-        num_kv_heads: hp.kv_heads,
-        head_dim: hp.head_dim,
-        qkv_bias: false,
-        qk_norm_eps: Some(hp.rms_eps),
-        qk_norm_offset: p.norm_offset,
-        scale: p.query_pre_attn_scalar.powf(-0.5) as f32,
-        window: if p.sliding[i] { p.sliding_window } else { 0 },
-        softcap: p.attn_softcap,
-    };
-    let mlp = l.prefixed("mlp");
-    Ok(Block {
-        input_norm: norm("input_layernorm")?,
-        attn: SelfAttention::load(&l.prefixed("self_attn"), attn)?,
-        post_attn_norm: norm("post_attention_layernorm")?,
-        pre_ffw_norm: norm("pre_feedforward_layernorm")?,
-        mlp: GeluMlp {
-            gate: Linear::load(&mlp.prefixed("gate_proj"), hp.intermediate, hp.hidden, false)?,
-            up: Linear::load(&mlp.prefixed("up_proj"), hp.intermediate, hp.hidden, false)?,
-            down: Linear::load(&mlp.prefixed("down_proj"), hp.hidden, hp.intermediate, false)?,
-        },
-        post_ffw_norm: norm("post_feedforward_layernorm")?,
-    })
+/// Block `i`: sandwich norms multiplying by `(1 + w)`, per-head q/k RMSNorm, GeGLU (gate and up
+/// kept as two products), a window on the sliding layers.
+fn block(p: &GemmaParams, i: usize) -> BlockConfig {
+    let norm = NormKind::Rms { offset: p.norm_offset };
+    p.hp.block()
+        .norm(norm)
+        .placement(NormPlacement::Sandwich)
+        .names(BlockNames::GEMMA)
+        .attention(|a| {
+            a.qk_norm(Some(QkNorm::per_head_rms(p.hp.rms_eps).kind(norm)))
+                .scale(p.query_pre_attn_scalar.powf(-0.5) as f32)
+                .window(if p.sliding[i] { p.sliding_window } else { 0 })
+                .softcap(p.attn_softcap)
+        })
+        .mlp(|m| m.activation(Activation::GeluTanh).stack_gate_up(false))
 }
 
 pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<CausalDecoder> {
@@ -202,9 +152,10 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
     let hp = &p.hp;
     let w = ckpt.weights(backend, opts.dtype, gemma_gguf_name)?;
     let m = w.prefixed("model");
-    let layers = (0..hp.layers)
-        .map(|i| Ok(Box::new(load_block(&m.prefixed(format!("layers.{i}")), &p, i)?) as Box<dyn DecoderLayer>))
-        .collect::<Result<Vec<_>>>()?;
+    let layers = DecoderBlock::load_stack(&m, hp.layers, |i| block(&p, i))?
+        .into_iter()
+        .map(|b| Box::new(b) as Box<dyn DecoderLayer>)
+        .collect();
     let embed = m.get_shaped("embed_tokens.weight", &[hp.vocab_size, hp.hidden])?;
     let lm_head = if w.contains("lm_head.weight") {
         Linear::load(&w.prefixed("lm_head"), hp.vocab_size, hp.hidden, false)?
@@ -222,7 +173,7 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
         dtype: opts.dtype,
         layers,
         layer_windows: p.sliding.iter().map(|&s| if s { p.sliding_window } else { 0 }).collect(),
-        norm: RmsNorm::load_offset(&m.prefixed("norm"), hp.hidden, hp.rms_eps, p.norm_offset)?,
+        norm: Norm::load(&m.prefixed("norm"), NormKind::Rms { offset: p.norm_offset }, hp.hidden, hp.rms_eps)?,
         lm_head,
         ropes,
         layer_rope: p.sliding.iter().map(|&s| usize::from(s)).collect(),

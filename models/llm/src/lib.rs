@@ -1,14 +1,14 @@
-//! infer-llm: decoder LLM architectures as a model plugin. One file per architecture; the shared
-//! decoder skeleton and checkpoint mapping live here, the layers in `infer-layers`.
+//! infer-llm: decoder LLM architectures as a model plugin. One file per architecture (its
+//! hyperparameters, names and quirks) and one registration each; the decoder skeleton, the blocks
+//! and the checkpoint mapping are `infer-layers`' (docs/layers.md).
 
-pub mod causal_decoder;
-pub mod checkpoint;
 pub mod gemma3;
-pub mod hparams;
 pub mod llama;
-pub mod llama_family;
 pub mod qwen2;
 pub mod qwen3;
+
+/// Where they lived before `infer-layers` had them (the fuzz targets name these paths).
+pub use infer_layers::{checkpoint, hparams};
 
 use infer_core::plugin::{Architecture, TextGeneration};
 use infer_layers::text_formats::{CHATML, END_OF_TURN, GEMMA_TURNS, LLAMA3_HEADERS, PRE_TOKENIZERS};

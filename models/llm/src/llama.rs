@@ -8,11 +8,8 @@ use std::path::Path;
 use infer_core::{Backend, Error, ModelLoadOptions, Result, RopeLayout};
 use serde::Deserialize;
 
-use crate::causal_decoder::CausalDecoder;
-use crate::checkpoint::{gguf_name, Checkpoint};
-use crate::hparams::HParams;
-use crate::llama_family::{build, Flavor};
-use infer_layers::{read_config, rope_theta, Llama3Scaling, Rotary};
+use infer_layers::llama_like::build;
+use infer_layers::{gguf_name, read_config, rope_theta, CausalDecoder, Checkpoint, HParams, Llama3Scaling, Rotary};
 
 #[derive(Debug, Clone, Deserialize)]
 struct LlamaConfig {
@@ -63,7 +60,6 @@ fn llama3_scaling(v: Option<&serde_json::Value>, path: &Path) -> Result<Option<L
 
 pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<CausalDecoder> {
     let ckpt = Checkpoint::open(path)?;
-    let flavor = Flavor { architecture: "llama", qkv_bias: false, qk_norm: false };
     match &ckpt {
         Checkpoint::Dir(dir) => {
             let c: LlamaConfig = read_config(dir)?;
@@ -90,7 +86,7 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
                 rotary = rotary.llama3_scaled(s);
             }
             let w = ckpt.weights(backend, opts.dtype, gguf_name)?;
-            build(&hp, &flavor, rotary, &w, opts)
+            build("llama", &hp, rotary, &w, opts, |_| hp.block())
         }
         Checkpoint::Gguf(g) => {
             let hp = HParams::from_gguf(g, "llama")?;
@@ -99,7 +95,7 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
             if w.contains("rope_freqs.weight") {
                 rotary = rotary.with_freq_factors(&w.get("rope_freqs.weight")?.to_vec_f32()?);
             }
-            build(&hp, &flavor, rotary, &w, opts)
+            build("llama", &hp, rotary, &w, opts, |_| hp.block())
         }
     }
 }

@@ -5,16 +5,14 @@ use std::path::Path;
 
 use infer_core::{Backend, ModelLoadOptions, Result, RopeLayout};
 
-use crate::causal_decoder::CausalDecoder;
-use crate::checkpoint::{gguf_name, Checkpoint};
-use crate::llama_family::{build, Flavor};
 use crate::qwen3::qwen_hparams;
-use infer_layers::Rotary;
+use infer_layers::llama_like::build;
+use infer_layers::{gguf_name, CausalDecoder, Checkpoint, Rotary};
 
 pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<CausalDecoder> {
     let ckpt = Checkpoint::open(path)?;
     let hp = qwen_hparams(&ckpt, "qwen2")?;
     let w = ckpt.weights(backend, opts.dtype, gguf_name)?;
     let rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::SplitHalf, opts.dtype)?;
-    build(&hp, &Flavor { architecture: "qwen2", qkv_bias: true, qk_norm: false }, rotary, &w, opts)
+    build("qwen2", &hp, rotary, &w, opts, |_| hp.block().attention(|a| a.qkv_bias(true)))
 }

@@ -6,11 +6,8 @@ use std::path::Path;
 use infer_core::{Backend, ModelLoadOptions, Result, RopeLayout};
 use serde::Deserialize;
 
-use crate::causal_decoder::CausalDecoder;
-use crate::checkpoint::{gguf_name, Checkpoint};
-use crate::hparams::HParams;
-use crate::llama_family::{build, Flavor};
-use infer_layers::{read_config, rope_theta, Rotary};
+use infer_layers::llama_like::build;
+use infer_layers::{gguf_name, read_config, rope_theta, CausalDecoder, Checkpoint, HParams, QkNorm, Rotary};
 
 /// config.json of `Qwen3ForCausalLM` (also read for Qwen2, whose fields are the same).
 #[derive(Debug, Clone, Deserialize)]
@@ -61,5 +58,6 @@ pub fn load(path: &Path, backend: &Backend, opts: &ModelLoadOptions) -> Result<C
     let hp = qwen_hparams(&ckpt, "qwen3")?;
     let w = ckpt.weights(backend, opts.dtype, gguf_name)?;
     let rotary = Rotary::new(hp.head_dim, hp.rope_theta, RopeLayout::SplitHalf, opts.dtype)?;
-    build(&hp, &Flavor { architecture: "qwen3", qkv_bias: false, qk_norm: true }, rotary, &w, opts)
+    let qk_norm = QkNorm::per_head_rms(hp.rms_eps);
+    build("qwen3", &hp, rotary, &w, opts, |_| hp.block().attention(|a| a.qk_norm(Some(qk_norm))))
 }

@@ -10,19 +10,14 @@
 //! same position in all three sections, so it reduces to this ordinary RoPE.
 
 use infer_core::{KvCache, Result, RopeLayout, Tensor, Weights};
-use infer_layers::{AttentionConfig, RmsNorm, RopeAngles, Rotary, SelfAttention, SwiGlu};
+use infer_layers::{
+    AttentionConfig, BlockConfig, DecoderBlock, KvTarget, MlpConfig, QkNorm, RmsNorm, RopeAngles, Rotary,
+};
 
 use crate::config::DecoderDims;
 
-struct Block {
-    input_norm: RmsNorm,
-    attn: SelfAttention,
-    post_attn_norm: RmsNorm,
-    mlp: SwiGlu,
-}
-
 pub struct EmbedDecoder {
-    blocks: Vec<Block>,
+    blocks: Vec<DecoderBlock>,
     norm: RmsNorm,
     rotary: Rotary,
     /// The angles of the first positions, computed once ([`EmbedDecoder::with_angle_table`]).
@@ -33,35 +28,12 @@ impl EmbedDecoder {
     /// `w` is rooted at the decoder (`talker.model`, `talker.code_predictor.model`).
     pub fn load(w: &Weights, d: &DecoderDims) -> Result<Self> {
         let head_dim = d.head_dim();
-        let blocks = (0..d.num_hidden_layers)
-            .map(|i| {
-                let l = w.prefixed(format!("layers.{i}"));
-                let cfg = AttentionConfig {
-                    hidden: d.hidden_size,
-                    num_heads: d.num_attention_heads,
-                    num_kv_heads: d.num_key_value_heads,
-                    head_dim,
-                    qkv_bias: d.attention_bias,
-                    qk_norm_eps: Some(d.rms_norm_eps),
-                    qk_norm_offset: 0.0,
-                    scale: 1.0 / (head_dim as f32).sqrt(),
-                    window: 0,
-                    softcap: 0.0,
-                };
-                Ok(Block {
-                    input_norm: RmsNorm::load(&l.prefixed("input_layernorm"), d.hidden_size, d.rms_norm_eps)?,
-                    attn: SelfAttention::load(&l.prefixed("self_attn"), cfg)?,
-                    post_attn_norm: RmsNorm::load(
-                        &l.prefixed("post_attention_layernorm"),
-                        d.hidden_size,
-                        d.rms_norm_eps,
-                    )?,
-                    mlp: SwiGlu::load(&l.prefixed("mlp"), d.hidden_size, d.intermediate_size, false)?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let attention = AttentionConfig::new(d.hidden_size, d.num_attention_heads, d.num_key_value_heads, head_dim)
+            .qkv_bias(d.attention_bias)
+            .qk_norm(Some(QkNorm::per_head_rms(d.rms_norm_eps)));
+        let block = BlockConfig::new(attention, MlpConfig::new(d.hidden_size, d.intermediate_size), d.rms_norm_eps);
         Ok(EmbedDecoder {
-            blocks,
+            blocks: DecoderBlock::load_stack(w, d.num_hidden_layers, |_| block.clone())?,
             norm: RmsNorm::load(&w.prefixed("norm"), d.hidden_size, d.rms_norm_eps)?,
             rotary: Rotary::new(head_dim, d.rope_theta, RopeLayout::SplitHalf, w.dtype())?,
             table: None,
@@ -88,9 +60,7 @@ impl EmbedDecoder {
         };
         let mut x = x.clone();
         for (i, b) in self.blocks.iter().enumerate() {
-            let h = b.attn.forward(&b.input_norm.forward(&x)?, &angles, cache.layer(i)?, None)?;
-            x = x.add(&h)?;
-            x = x.add(&b.mlp.forward(&b.post_attn_norm.forward(&x)?)?)?;
+            x = b.forward(&x, &angles, &mut KvTarget::One { cache: cache.layer(i)?, mask: None })?;
         }
         self.norm.forward(&x)
     }

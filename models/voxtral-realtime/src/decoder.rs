@@ -11,47 +11,20 @@
 //! each layer's `1 + ada(t_cond)` is computed once per session ([`TextDecoder::ada_scales`]).
 
 use infer_core::{Backend, DType, KvCache, Result, RopeLayout, Tensor, Weights};
-use infer_layers::{AttentionConfig, Linear, RmsNorm, Rotary, SelfAttention, SwiGlu};
+use infer_layers::{AttentionConfig, BlockConfig, DecoderBlock, KvTarget, Linear, MlpConfig, RmsNorm, Rotary};
 
 use crate::config::DecoderParams;
 
-struct DecoderLayer {
-    attn_norm: RmsNorm,
-    attn: SelfAttention,
-    mlp_norm: RmsNorm,
-    ada_down: Linear,
-    ada_up: Linear,
-    mlp: SwiGlu,
-}
-
-impl DecoderLayer {
-    fn load(w: &Weights, p: &DecoderParams) -> Result<Self> {
-        let attn = AttentionConfig {
-            hidden: p.hidden,
-            num_heads: p.heads,
-            num_kv_heads: p.kv_heads,
-            head_dim: p.head_dim,
-            qkv_bias: false,
-            qk_norm_eps: None,
-            qk_norm_offset: 0.0,
-            scale: 1.0 / (p.head_dim as f32).sqrt(),
-            window: p.window,
-            softcap: 0.0,
-        };
-        Ok(DecoderLayer {
-            attn_norm: RmsNorm::load(&w.prefixed("input_layernorm"), p.hidden, p.rms_eps)?,
-            attn: SelfAttention::load(&w.prefixed("self_attn"), attn)?,
-            mlp_norm: RmsNorm::load(&w.prefixed("post_attention_layernorm"), p.hidden, p.rms_eps)?,
-            ada_down: Linear::load(&w.prefixed("ada_rms_norm.linear1"), p.ada_dim, p.hidden, false)?,
-            ada_up: Linear::load(&w.prefixed("ada_rms_norm.linear2"), p.hidden, p.ada_dim, false)?,
-            mlp: SwiGlu::load(&w.prefixed("mlp"), p.hidden, p.intermediate, false)?,
-        })
-    }
+/// A layer's time condition `Linear(GELU(Linear(t_cond)))`, next to its block.
+struct AdaScale {
+    down: Linear,
+    up: Linear,
 }
 
 pub struct TextDecoder {
     embed_tokens: Tensor,
-    layers: Vec<DecoderLayer>,
+    layers: Vec<DecoderBlock>,
+    ada: Vec<AdaScale>,
     norm: RmsNorm,
     lm_head: Tensor,
     rotary: Rotary,
@@ -72,11 +45,21 @@ impl TextDecoder {
         let head_quant = w.linear_quant().map(|_| DType::Q8_0).filter(|_| tied);
         let embed_tokens = m.with_linear_quant(head_quant)?.get_linear("embed_tokens.weight", p.vocab, p.hidden)?;
         let lm_head = if tied { embed_tokens.clone() } else { w.get_linear("lm_head.weight", p.vocab, p.hidden)? };
-        let layers: Result<Vec<_>> =
-            (0..p.layers).map(|i| DecoderLayer::load(&m.prefixed(format!("layers.{i}")), p)).collect();
+        let attention = AttentionConfig::new(p.hidden, p.heads, p.kv_heads, p.head_dim).window(p.window);
+        let block = BlockConfig::new(attention, MlpConfig::new(p.hidden, p.intermediate), p.rms_eps);
+        let ada = (0..p.layers)
+            .map(|i| {
+                let a = m.prefixed(format!("layers.{i}.ada_rms_norm"));
+                Ok(AdaScale {
+                    down: Linear::load(&a.prefixed("linear1"), p.ada_dim, p.hidden, false)?,
+                    up: Linear::load(&a.prefixed("linear2"), p.hidden, p.ada_dim, false)?,
+                })
+            })
+            .collect::<Result<_>>()?;
         Ok(TextDecoder {
             embed_tokens,
-            layers: layers?,
+            layers: DecoderBlock::load_stack(&m, p.layers, |_| block.clone())?,
+            ada,
             norm: RmsNorm::load(&m.prefixed("norm"), p.hidden, p.rms_eps)?,
             lm_head,
             rotary: Rotary::new(p.head_dim, p.rope_theta, rope, w.dtype())?,
@@ -110,10 +93,7 @@ impl TextDecoder {
     pub fn ada_scales(&self, backend: &Backend, dtype: DType, delay_tokens: usize) -> Result<Vec<Tensor>> {
         let t_cond = time_embedding(delay_tokens as f32, self.params.hidden);
         let t_cond = Tensor::from_f32(backend, &t_cond, &[1, 1, self.params.hidden])?.to_dtype(dtype)?;
-        self.layers
-            .iter()
-            .map(|l| l.ada_up.forward(&l.ada_down.forward(&t_cond)?.gelu_erf()?)?.affine(1.0, 1.0))
-            .collect()
+        self.ada.iter().map(|a| a.up.forward(&a.down.forward(&t_cond)?.gelu_erf()?)?.affine(1.0, 1.0)).collect()
     }
 
     /// Input embeddings `(1, t, hidden)` at the cache's next positions -> logits `(vocab,)` of
@@ -123,10 +103,8 @@ impl TextDecoder {
         let rope = self.rotary.angles(x.backend(), cache.offset(), t)?;
         let mut x = x.clone();
         for (i, (layer, scale)) in self.layers.iter().zip(scales).enumerate() {
-            let h = layer.attn.forward(&layer.attn_norm.forward(&x)?, &rope, cache.layer(i)?, None)?;
-            x = x.add(&h)?;
-            let h = layer.mlp_norm.forward(&x)?.mul(scale)?;
-            x = x.add(&layer.mlp.forward(&h)?)?;
+            let mut kv = KvTarget::One { cache: cache.layer(i)?, mask: None };
+            x = layer.forward_scaled(&x, &rope, &mut kv, Some(scale))?;
         }
         let last = x.narrow(1, t - 1, 1)?;
         let logits = self.norm.forward(&last)?.linear(&self.lm_head, None)?;

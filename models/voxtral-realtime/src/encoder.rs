@@ -13,8 +13,10 @@
 //! Attention: q, v and o projections carry biases, k does not (Whisper); the MLP's down projection
 //! carries one.
 
-use infer_core::{AttentionOpts, Backend, Conv1dParams, DType, LayerCache, Result, RopeLayout, Tensor, Weights};
-use infer_layers::{Linear, RmsNorm, RopeAngles, Rotary};
+use infer_core::{Backend, Conv1dParams, DType, LayerCache, Result, RopeLayout, Tensor, Weights};
+use infer_layers::{
+    AttentionConfig, BlockConfig, BlockNames, DecoderBlock, KvTarget, MlpConfig, ProjectionBias, RmsNorm, Rotary,
+};
 
 use crate::config::EncoderParams;
 
@@ -47,86 +49,13 @@ impl CausalConv {
     }
 }
 
-struct EncoderAttention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
-    heads: usize,
-    head_dim: usize,
-    window: usize,
-}
-
-impl EncoderAttention {
-    fn load(w: &Weights, p: &EncoderParams) -> Result<Self> {
-        let inner = p.heads * p.head_dim;
-        Ok(EncoderAttention {
-            q: Linear::load(&w.prefixed("q_proj"), inner, p.hidden, true)?,
-            k: Linear::load(&w.prefixed("k_proj"), inner, p.hidden, false)?,
-            v: Linear::load(&w.prefixed("v_proj"), inner, p.hidden, true)?,
-            o: Linear::load(&w.prefixed("o_proj"), p.hidden, inner, true)?,
-            heads: p.heads,
-            head_dim: p.head_dim,
-            window: p.window,
-        })
-    }
-
-    fn forward(&self, x: &Tensor, rope: &RopeAngles, cache: &mut LayerCache) -> Result<Tensor> {
-        let (b, t) = (x.dim(0), x.dim(1));
-        let heads = |proj: &Linear| proj.forward(x)?.reshape(&[b, t, self.heads, self.head_dim])?.transpose(1, 2);
-        let q = rope.apply(&heads(&self.q)?)?;
-        let k = rope.apply(&heads(&self.k)?)?;
-        let v = heads(&self.v)?;
-        let (k, v) = cache.append(&k, &v)?;
-        let scale = 1.0 / (self.head_dim as f32).sqrt();
-        let opts = AttentionOpts { window: self.window, ..AttentionOpts::causal(scale) };
-        let y = Tensor::attention(&q, &k, &v, None, opts)?;
-        self.o.forward(&y.transpose(1, 2)?.reshape(&[b, t, self.heads * self.head_dim])?)
-    }
-}
-
-/// SwiGLU with a bias on the down projection only.
-struct EncoderMlp {
-    gate: Linear,
-    up: Linear,
-    down: Linear,
-}
-
-impl EncoderMlp {
-    fn load(w: &Weights, p: &EncoderParams) -> Result<Self> {
-        Ok(EncoderMlp {
-            gate: Linear::load(&w.prefixed("gate_proj"), p.intermediate, p.hidden, false)?,
-            up: Linear::load(&w.prefixed("up_proj"), p.intermediate, p.hidden, false)?,
-            down: Linear::load(&w.prefixed("down_proj"), p.hidden, p.intermediate, true)?,
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.down.forward(&self.gate.forward(x)?.silu()?.mul(&self.up.forward(x)?)?)
-    }
-}
-
-struct EncoderLayer {
-    attn_norm: RmsNorm,
-    attn: EncoderAttention,
-    mlp_norm: RmsNorm,
-    mlp: EncoderMlp,
-}
-
-impl EncoderLayer {
-    fn load(w: &Weights, p: &EncoderParams) -> Result<Self> {
-        Ok(EncoderLayer {
-            attn_norm: RmsNorm::load(&w.prefixed("self_attn_layer_norm"), p.hidden, p.rms_eps)?,
-            attn: EncoderAttention::load(&w.prefixed("self_attn"), p)?,
-            mlp_norm: RmsNorm::load(&w.prefixed("final_layer_norm"), p.hidden, p.rms_eps)?,
-            mlp: EncoderMlp::load(&w.prefixed("mlp"), p)?,
-        })
-    }
-
-    fn forward(&self, x: &Tensor, rope: &RopeAngles, cache: &mut LayerCache) -> Result<Tensor> {
-        let x = x.add(&self.attn.forward(&self.attn_norm.forward(x)?, rope, cache)?)?;
-        x.add(&self.mlp.forward(&self.mlp_norm.forward(&x)?)?)
-    }
+/// The blocks' shape: pre-norm RMSNorm, biases on q, v, o and on the MLP's down projection
+/// (separate products, as the checkpoint stores them), the sliding window.
+fn block_config(p: &EncoderParams) -> BlockConfig {
+    let bias = ProjectionBias { k: false, ..ProjectionBias::ALL };
+    let attention = AttentionConfig::new(p.hidden, p.heads, p.heads, p.head_dim).bias(bias).window(p.window);
+    let mlp = MlpConfig::new(p.hidden, p.intermediate).biases(false, true).stack_gate_up(false);
+    BlockConfig::new(attention, mlp, p.rms_eps).names(BlockNames::WHISPER)
 }
 
 /// What the encoder remembers between chunks of one stream.
@@ -151,7 +80,7 @@ impl EncoderState {
 pub struct AudioEncoder {
     conv1: CausalConv,
     conv2: CausalConv,
-    layers: Vec<EncoderLayer>,
+    layers: Vec<DecoderBlock>,
     norm: RmsNorm,
     rotary: Rotary,
     params: EncoderParams,
@@ -160,12 +89,11 @@ pub struct AudioEncoder {
 impl AudioEncoder {
     /// `w` is the checkpoint under `audio_tower`.
     pub fn load(w: &Weights, p: &EncoderParams, rope: RopeLayout) -> Result<Self> {
-        let layers: Result<Vec<_>> =
-            (0..p.layers).map(|i| EncoderLayer::load(&w.prefixed(format!("layers.{i}")), p)).collect();
+        let block = block_config(p);
         Ok(AudioEncoder {
             conv1: CausalConv::load(&w.prefixed("embedder.conv1"), p.hidden, p.num_mel_bins, 3, 1)?,
             conv2: CausalConv::load(&w.prefixed("embedder.conv2"), p.hidden, p.hidden, 3, 2)?,
-            layers: layers?,
+            layers: DecoderBlock::load_stack(w, p.layers, |_| block.clone())?,
             norm: RmsNorm::load(&w.prefixed("norm"), p.hidden, p.rms_eps)?,
             rotary: Rotary::new(p.head_dim, p.rope_theta, rope, w.dtype())?,
             params: p.clone(),
@@ -193,7 +121,7 @@ impl AudioEncoder {
         let t = x.dim(1);
         let rope = self.rotary.angles(x.backend(), state.position, t)?;
         for (layer, cache) in self.layers.iter().zip(state.caches.iter_mut()) {
-            x = layer.forward(&x, &rope, cache)?;
+            x = layer.forward(&x, &rope, &mut KvTarget::One { cache, mask: None })?;
         }
         state.position += t;
         self.norm.forward(&x)

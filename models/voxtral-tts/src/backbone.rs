@@ -9,16 +9,9 @@
 //! `rope_traditional=True`); the attention scale is head_dim^-0.5.
 
 use infer_core::{DType, KvCache, Result, RopeLayout, Tensor, Weights};
-use infer_layers::{AttentionConfig, RmsNorm, Rotary, SelfAttention, SwiGlu};
+use infer_layers::{AttentionConfig, BlockConfig, BlockNames, DecoderBlock, KvTarget, MlpConfig, RmsNorm, Rotary};
 
 use crate::config::{VoxtralTtsConfig, N_SPECIAL_CODES};
-
-struct Block {
-    attention_norm: RmsNorm,
-    attention: SelfAttention,
-    ffn_norm: RmsNorm,
-    feed_forward: SwiGlu,
-}
 
 pub struct Backbone {
     /// In its stored dtype, possibly left in the checkpoint's pages (only looked up).
@@ -29,7 +22,7 @@ pub struct Backbone {
     /// `semantic_size + k * acoustic_size` (each size including the two special codes).
     audio_embeddings: Tensor,
     codebook_offsets: Vec<u32>,
-    blocks: Vec<Block>,
+    blocks: Vec<DecoderBlock>,
     norm: RmsNorm,
     rotary: Rotary,
     pub dim: usize,
@@ -39,29 +32,9 @@ impl Backbone {
     /// `w` is the whole checkpoint (Mistral names, see [`crate::names`]).
     pub fn load(w: &Weights, cfg: &VoxtralTtsConfig) -> Result<Self> {
         let (dim, eps) = (cfg.dim, cfg.norm_eps);
-        let blocks = (0..cfg.n_layers)
-            .map(|i| {
-                let l = w.prefixed(format!("layers.{i}"));
-                let attention = AttentionConfig {
-                    hidden: dim,
-                    num_heads: cfg.n_heads,
-                    num_kv_heads: cfg.n_kv_heads,
-                    head_dim: cfg.head_dim,
-                    qkv_bias: false,
-                    qk_norm_eps: None,
-                    qk_norm_offset: 0.0,
-                    scale: 1.0 / (cfg.head_dim as f32).sqrt(),
-                    window: 0,
-                    softcap: 0.0,
-                };
-                Ok(Block {
-                    attention_norm: RmsNorm::load(&l.prefixed("attention_norm"), dim, eps)?,
-                    attention: SelfAttention::load(&l.prefixed("self_attn"), attention)?,
-                    ffn_norm: RmsNorm::load(&l.prefixed("ffn_norm"), dim, eps)?,
-                    feed_forward: SwiGlu::load(&l.prefixed("mlp"), dim, cfg.hidden_dim, false)?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let attention = AttentionConfig::new(dim, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
+        let block = BlockConfig::new(attention, MlpConfig::new(dim, cfg.hidden_dim), eps).names(BlockNames::MISTRAL);
+        let blocks = DecoderBlock::load_stack(w, cfg.n_layers, |_| block.clone())?;
         let a = cfg.audio();
         let semantic = a.semantic_codebook_size + N_SPECIAL_CODES;
         let acoustic = a.acoustic_codebook_size + N_SPECIAL_CODES;
@@ -108,9 +81,7 @@ impl Backbone {
         let angles = self.rotary.angles(x.backend(), cache.offset(), x.dim(1))?;
         let mut x = x.clone();
         for (i, b) in self.blocks.iter().enumerate() {
-            let h = b.attention.forward(&b.attention_norm.forward(&x)?, &angles, cache.layer(i)?, None)?;
-            x = x.add(&h)?;
-            x = x.add(&b.feed_forward.forward(&b.ffn_norm.forward(&x)?)?)?;
+            x = b.forward(&x, &angles, &mut KvTarget::One { cache: cache.layer(i)?, mask: None })?;
         }
         self.norm.forward(&x)
     }

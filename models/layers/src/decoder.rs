@@ -1,6 +1,8 @@
 //! The decoder-only skeleton every LLM architecture shares:
-//! `embed -> layers -> final norm -> lm_head`, implementing the core `CausalLm` contract.
-//! An architecture file supplies its layers and weights; this file owns the plumbing.
+//! `embed -> layers -> final norm -> lm_head`, implementing the core `CausalLm` contract (KV
+//! cache per layer, sliding windows, packed batches). An architecture supplies its layers
+//! ([`crate::DecoderBlock`] or its own [`DecoderLayer`]) and weights in [`DecoderParts`]; this
+//! file owns the plumbing.
 //!
 //! Continuous batching (`forward_packed`) runs the active sequences' new tokens packed along the
 //! token axis through one forward: embeddings, norms, projections and the MLP see every row at
@@ -13,13 +15,9 @@ use abi_stable::std_types::{ROption, RResult, RSlice, RSliceMut};
 use infer_core::text::causal_lm::check_packed;
 use infer_core::{backend::ffi_result, CausalLm, DType, FfiError, KvCache, ModelInfo, Result, Tensor};
 
-use infer_layers::{KvTarget, Linear, RmsNorm, RopeAngles, Rotary};
+use crate::{DecoderLayer, KvTarget, Linear, Norm, RopeAngles, Rotary};
 
-/// One transformer block.
-pub trait DecoderLayer: Send + Sync {
-    fn forward(&self, x: &Tensor, rope: &RopeAngles, kv: &mut KvTarget<'_>) -> Result<Tensor>;
-}
-
+/// What a [`CausalDecoder`] is assembled from.
 pub struct DecoderParts {
     pub info: ModelInfo,
     /// (vocab, hidden) token embeddings.
@@ -32,7 +30,8 @@ pub struct DecoderParts {
     pub layers: Vec<Box<dyn DecoderLayer>>,
     /// Per-layer sliding window for its cache (0: global).
     pub layer_windows: Vec<usize>,
-    pub norm: RmsNorm,
+    /// The final norm, before the head.
+    pub norm: Norm,
     pub lm_head: Linear,
     /// The rotary embeddings in use (Gemma 3 has a local and a global one).
     pub ropes: Vec<Rotary>,
@@ -40,6 +39,7 @@ pub struct DecoderParts {
     pub layer_rope: Vec<usize>,
 }
 
+/// A decoder-only LLM: the `CausalLm` a text-model plugin's `load` returns.
 pub struct CausalDecoder {
     parts: DecoderParts,
 }
