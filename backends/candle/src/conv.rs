@@ -13,7 +13,7 @@ use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 
 use crate::conv_direct;
 use crate::conv_transpose::{dense_conv_transpose1d_f32, Geometry};
-use crate::out_ptr::OutPtr;
+use infer_cpu_kernels::out_ptr::OutPtr;
 
 #[derive(Debug, Clone, Copy)]
 pub struct ConvParams {

@@ -19,7 +19,7 @@
 //! blocks, and write through a small buffer. The sum for each output runs in the
 //! same order on every thread count: bias, then input channels and taps in order.
 
-use crate::out_ptr::OutPtr;
+use infer_cpu_kernels::out_ptr::OutPtr;
 
 /// Output columns per AVX2 kernel call: two vectors.
 const COLS_AVX2: usize = 16;

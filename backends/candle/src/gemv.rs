@@ -9,8 +9,10 @@
 //! AVX-512 BF16 (`vdpbf16ps`, bf16 pairs multiplied into f32 lanes without widening) where the
 //! CPU has that ([`bf16_kernel`]).
 
-use crate::out_ptr::OutPtr;
-use crate::stream_split;
+use infer_cpu_kernels::out_ptr::OutPtr;
+use infer_cpu_kernels::stream_split;
+
+use crate::pool::CandlePool;
 use crate::weight_rows::{with_rows, WeightRows};
 use candle_core::{DType as C, Result, Tensor};
 use half::{bf16, f16, slice::HalfFloatSliceExt};
@@ -127,7 +129,9 @@ fn run_rows<T: Sync, X: Sync>(
     } else if m == 1 {
         // Decode reads each weight once: one long stream per thread.
         let unit_bytes = ROWS_PER_UNIT * k * std::mem::size_of::<T>();
-        stream_split::for_each_share(units, (stream_split::MIN_PIECE_BYTES / unit_bytes).max(1), |r| body(r, &ptr));
+        stream_split::for_each_share(&CandlePool, units, (stream_split::MIN_PIECE_BYTES / unit_bytes).max(1), |r| {
+            body(r, &ptr)
+        });
     } else {
         candle_core::utils::barrier_pool().execute_chunked(units, |r| body(r, &ptr));
     }
@@ -151,7 +155,7 @@ pub fn bf16_kernel() -> Bf16Kernel {
     use std::sync::OnceLock;
     static KERNEL: OnceLock<Bf16Kernel> = OnceLock::new();
     *KERNEL.get_or_init(|| {
-        use crate::ggml::{isa, Isa};
+        use infer_cpu_kernels::{isa, Isa};
         let cap = match isa() {
             Isa::Scalar => Bf16Kernel::Scalar,
             Isa::Avx2 => Bf16Kernel::Avx2,
@@ -173,15 +177,7 @@ fn detected_bf16_kernel() -> Bf16Kernel {
 }
 
 fn has_avx512bf16() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        has!("avx512f") && has!("avx512bw") && has!("avx512bf16")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    infer_cpu_kernels::features().avx512bf16()
 }
 
 /// How far ahead (in bf16 values, 2 KB) the bf16 kernels prefetch the weight stream.
@@ -441,16 +437,7 @@ unsafe fn axpy_f32_avx2(a: f32, x: &[f32], y: &mut [f32]) {
 
 /// Whether the CPU has AVX2 and FMA (looked up once).
 pub(crate) fn has_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::OnceLock;
-        static FMA: OnceLock<bool> = OnceLock::new();
-        *FMA.get_or_init(|| std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    infer_cpu_kernels::features().fma()
 }
 
 /// Sum of `f(i) * x[i]` with 16 independent accumulators (so the loop vectorizes).
@@ -685,16 +672,7 @@ unsafe fn dot_f16_f16c(row: &[f16], x: &[f32]) -> f32 {
 }
 
 fn has_f16c() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::OnceLock;
-        static F16C: OnceLock<bool> = OnceLock::new();
-        *F16C.get_or_init(|| has_fma() && std::is_x86_feature_detected!("f16c"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    infer_cpu_kernels::features().f16c()
 }
 
 impl Row for f16 {

@@ -27,16 +27,13 @@ pub mod linear;
 pub mod mapped;
 pub mod norm;
 pub mod ops;
-mod out_ptr;
+mod pool;
 pub mod quant;
 mod quant_q4k;
 mod quant_q8_0;
 pub mod reduce;
 pub mod shape_ops;
-#[cfg(target_arch = "x86_64")]
-mod simd512;
 pub mod snake;
-mod stream_split;
 pub mod sys;
 pub mod tensor;
 #[cfg(target_arch = "x86_64")]

@@ -6,8 +6,8 @@
 use std::arch::x86_64::*;
 
 use crate::gemv::Widen;
-use crate::simd512::{first_lanes, transpose16};
 use crate::thin_product::View;
+use infer_cpu_kernels::x86::avx512::simd::{first_lanes, transpose16};
 
 /// Keys per block of scores (one register of lane sums each, transposed together).
 const KEYS: usize = 16;

@@ -12,11 +12,11 @@ mod avx2_panel;
 mod avx512;
 pub mod formats;
 
-use std::sync::OnceLock;
-
 use infer_core::{DType, Error, Result, SharedBytes};
 
-use crate::stream_split;
+use infer_cpu_kernels::stream_split;
+
+use crate::pool::CandlePool;
 
 use act::{ActRow, QuantizedActs};
 pub use formats::Format;
@@ -258,7 +258,12 @@ impl GgmlMatrix {
             body(0..groups);
         } else if m == 1 {
             // Decode reads each weight once: one long stream per thread.
-            stream_split::for_each_share(groups, (stream_split::MIN_PIECE_BYTES / (GROUP * rb)).max(1), body);
+            stream_split::for_each_share(
+                &CandlePool,
+                groups,
+                (stream_split::MIN_PIECE_BYTES / (GROUP * rb)).max(1),
+                body,
+            );
         } else {
             candle_core::utils::barrier_pool().execute_chunked(groups, body);
         }
@@ -496,57 +501,10 @@ fn one_by_one(dot: DotFn, w: &[u8], row_bytes: usize, x: &ActRow) -> [f32; GROUP
 /// `pdep` (scalar shifts instead made the decode kernel 13% slower), and a virtual machine may
 /// expose AVX-512 without BMI2; Q5_0 then takes the AVX2 kernels.
 fn q5_0_lanes(isa: Isa) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        isa >= Isa::Avx512 && std::arch::is_x86_feature_detected!("bmi2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = isa;
-        false
-    }
+    isa >= Isa::Avx512 && infer_cpu_kernels::features().bmi2
 }
 
-/// The instruction sets the kernels are written for, in order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Isa {
-    Scalar,
-    /// AVX2 + FMA + F16C.
-    Avx2,
-    /// AVX-512 F/BW/VL/VNNI on top of `Avx2`.
-    Avx512,
-}
-
-/// The best instruction set this CPU has, capped by `INFER_GGML_ISA` (`scalar`, `avx2`).
-pub fn isa() -> Isa {
-    static ISA: OnceLock<Isa> = OnceLock::new();
-    *ISA.get_or_init(|| {
-        let cap = match std::env::var("INFER_GGML_ISA").as_deref() {
-            Ok("scalar") => Isa::Scalar,
-            Ok("avx2") => Isa::Avx2,
-            _ => Isa::Avx512,
-        };
-        detected().min(cap)
-    })
-}
-
-fn detected() -> Isa {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if !(has!("avx2") && has!("fma") && has!("f16c")) {
-            return Isa::Scalar;
-        }
-        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni") {
-            return Isa::Avx512;
-        }
-        Isa::Avx2
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        Isa::Scalar
-    }
-}
+pub use infer_cpu_kernels::cpu_features::{isa, Isa};
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,2 @@
+//! The portable kernels: plain Rust every target runs, and the reference the SIMD kernels of
+//! each instruction set are tested against.

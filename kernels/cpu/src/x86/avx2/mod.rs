@@ -1,0 +1,1 @@
+//! Kernels for AVX2 + FMA + F16C.

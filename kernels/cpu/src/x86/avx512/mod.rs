@@ -1,0 +1,3 @@
+//! Kernels for AVX-512 (F/BW/VL; VNNI or BF16 where a kernel says so).
+
+pub mod simd;
