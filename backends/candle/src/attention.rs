@@ -529,7 +529,7 @@ impl CustomOp1 for MaskedSoftmax {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench_common::tensor as rand;
+    use crate::test_inputs::tensor as rand;
 
     /// The direct gemm call gives candle's matmul bit for bit, strided views included; the thin
     /// product (few rows) agrees to f32 rounding.

@@ -354,7 +354,7 @@ mod x86 {
 mod tests {
     use super::*;
 
-    use crate::bench_common::values;
+    use crate::test_inputs::values;
 
     /// Row counts around the lane blocks and their pairs, n off the weight-row tiles, both
     /// widths (where the CPU has them), against an f64 reference; and each row's result is

@@ -273,7 +273,7 @@ fn round_probs(row: &mut [f32], dtype: Option<C>) {
 mod tests {
     use super::*;
     use crate::attention::attention_blocked;
-    use crate::bench_common::tensor as rand;
+    use crate::test_inputs::tensor as rand;
 
     fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
         let d = (a - b).unwrap().abs().unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();

@@ -403,7 +403,7 @@ pub mod tiles {
 mod tests {
     use super::*;
 
-    use crate::bench_common::values;
+    use crate::test_inputs::values;
 
     /// Several panels with a short last one, against an f64 reference of the rounded operands.
     #[test]

@@ -43,10 +43,9 @@ pub mod weight_rows;
 
 mod registration;
 
-/// The benches' seeded inputs (benches/common), shared with the unit tests.
+/// The benches' seeded inputs, shared with the unit tests.
 #[cfg(test)]
-#[path = "../benches/common/mod.rs"]
-mod bench_common;
+mod test_inputs;
 
 use abi_stable::std_types::{RResult, RSlice, RStr, RVec};
 use infer_core::backend::ffi_result;

@@ -35,6 +35,7 @@ pub struct CpuFeatures {
 }
 
 /// The features of this CPU, detected on first use.
+#[inline]
 pub fn features() -> &'static CpuFeatures {
     static FEATURES: OnceLock<CpuFeatures> = OnceLock::new();
     FEATURES.get_or_init(|| CpuFeatures { cap: cap_from(std::env::var("INFER_GGML_ISA").ok().as_deref()), ..detect() })
@@ -74,6 +75,7 @@ fn detect() -> CpuFeatures {
 
 impl CpuFeatures {
     /// The best [`Isa`] this CPU has, before the cap.
+    #[inline]
     pub fn detected_isa(&self) -> Isa {
         if !(self.avx2 && self.fma && self.f16c) {
             Isa::Scalar
@@ -85,37 +87,44 @@ impl CpuFeatures {
     }
 
     /// The detected [`Isa`] under the cap.
+    #[inline]
     pub fn isa(&self) -> Isa {
         self.detected_isa().min(self.cap.unwrap_or(Isa::Avx512))
     }
 
     /// AVX2 and FMA: the f32 row kernels (matvec, direct convolutions, f32 tiles).
+    #[inline]
     pub fn fma(&self) -> bool {
         self.avx2 && self.fma
     }
 
     /// AVX2, FMA and F16C: the f16 row kernels.
+    #[inline]
     pub fn f16c(&self) -> bool {
         self.fma() && self.f16c
     }
 
     /// AVX-512 F/BW: the 512-bit builds of the slice kernels.
+    #[inline]
     pub fn avx512(&self) -> bool {
         self.avx512f && self.avx512bw
     }
 
     /// AVX-512 F/BW/VL: masked row stores and the AMX accumulators' stores.
+    #[inline]
     pub fn avx512vl(&self) -> bool {
         self.avx512() && self.avx512vl
     }
 
     /// AVX-512 F/BW/BF16 (`vdpbf16ps`), uncapped.
+    #[inline]
     pub fn avx512bf16(&self) -> bool {
         self.avx512() && self.avx512bf16
     }
 }
 
 /// The best capped instruction set of this process (see the module doc).
+#[inline]
 pub fn isa() -> Isa {
     features().isa()
 }

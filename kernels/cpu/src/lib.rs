@@ -10,8 +10,10 @@
 //! docs/backends/cpu-kernels.md describes the layout, the dispatch rule and how to add an
 //! instruction set.
 
+pub mod bench_inputs;
 pub mod cpu_features;
 pub mod generic;
+pub mod ggml;
 pub mod out_ptr;
 pub mod pool;
 pub mod stream_split;

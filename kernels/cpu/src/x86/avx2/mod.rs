@@ -1,1 +1,5 @@
 //! Kernels for AVX2 + FMA + F16C.
+
+pub(crate) mod ggml;
+pub(crate) mod ggml_act;
+pub(crate) mod ggml_panel;

@@ -1,3 +1,4 @@
 //! Kernels for AVX-512 (F/BW/VL; VNNI or BF16 where a kernel says so).
 
+pub(crate) mod ggml;
 pub mod simd;
