@@ -11,6 +11,7 @@
 //! instruction set.
 
 pub mod bench_inputs;
+pub mod conv1d;
 pub mod cpu_features;
 pub mod generic;
 pub mod ggml;
