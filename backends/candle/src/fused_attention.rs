@@ -15,8 +15,8 @@ use candle_core::{CpuStorage, CustomOp3, DType as C, Layout, Result, Shape, Tens
 
 use crate::attention::{product_widened, softmax_row, AttnParams, Visibility};
 use crate::gemv::Widen;
-use crate::thin_product::{self, View};
 use infer_cpu_kernels::out_ptr::OutPtr;
+use infer_cpu_kernels::thin_product::{self, View};
 
 /// Query rows (query heads × queries) a prefill task aims for: enough for gemm's tiles, few
 /// enough that a task's scores (rows × keys) stay in a core's L2 for a few thousand keys.

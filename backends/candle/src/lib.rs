@@ -35,9 +35,6 @@ pub mod shape_ops;
 pub mod snake;
 pub mod sys;
 pub mod tensor;
-#[cfg(target_arch = "x86_64")]
-mod thin_avx512;
-pub mod thin_product;
 pub mod weight_rows;
 
 mod registration;

@@ -13,11 +13,13 @@
 pub mod bench_inputs;
 pub mod conv1d;
 pub mod cpu_features;
+pub mod gemv;
 pub mod generic;
 pub mod ggml;
 pub mod out_ptr;
 pub mod pool;
 pub mod stream_split;
+pub mod thin_product;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 

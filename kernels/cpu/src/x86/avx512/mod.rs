@@ -3,3 +3,4 @@
 pub(crate) mod conv1d;
 pub(crate) mod ggml;
 pub mod simd;
+pub(crate) mod thin_product;
