@@ -9,10 +9,7 @@ use infer_backend_candle::CandleBackend;
 use infer_core::{AttentionOpts, DType, Tensor};
 
 /// The benches' seeded inputs.
-#[path = "../benches/common/mod.rs"]
-mod common;
-
-use common::values as rand_vec;
+use infer_cpu_kernels::bench_inputs::values as rand_vec;
 
 /// Median seconds per call of `f` over `iters` calls, after `warm` warm-up calls.
 fn time(warm: usize, iters: usize, mut f: impl FnMut()) -> f64 {

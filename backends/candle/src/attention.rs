@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType as C, Layout, Result, Shape, Tensor};
 
 use crate::gemv::Widen;
-use crate::out_ptr::OutPtr;
-use crate::thin_product::{self, View};
+use infer_cpu_kernels::out_ptr::OutPtr;
+use infer_cpu_kernels::thin_product::{self, View};
 
 /// Score elements per query block (f32): 16 MiB (measured: 1.8x faster than 64 MiB for a
 /// 1024-token causal prefill, which also lets causal blocks skip the keys they cannot see).
@@ -454,7 +454,7 @@ pub(crate) fn softmax_row(vis: &Visibility, softcap: f32, i: usize, row: &mut [f
     }
 }
 
-/// The softmax of `d` in place, 16 lanes at a time with [`crate::simd512::exp16`] (one libm
+/// The softmax of `d` in place, 16 lanes at a time with [`infer_cpu_kernels::x86::avx512::simd::exp16`] (one libm
 /// `expf` per score was half of decode attention at 2048 keys and ~12% of a 2048-token prefill).
 /// Agrees with the scalar path to a few ulp: the exponentials within 2 ulp, the sum over 16 lanes.
 #[cfg(target_arch = "x86_64")]
@@ -462,7 +462,7 @@ pub(crate) fn softmax_row(vis: &Visibility, softcap: f32, i: usize, row: &mut [f
 unsafe fn softmax_avx512(d: &mut [f32]) {
     use std::arch::x86_64::*;
 
-    use crate::simd512::{exp16, first_lanes};
+    use infer_cpu_kernels::x86::avx512::simd::{exp16, first_lanes};
     let n = d.len();
     let ptr = d.as_mut_ptr();
     // SAFETY (the loads and stores): lanes i .. i + 16, or the masked tail, are inside d.
@@ -529,7 +529,7 @@ impl CustomOp1 for MaskedSoftmax {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench_common::tensor as rand;
+    use crate::test_inputs::tensor as rand;
 
     /// The direct gemm call gives candle's matmul bit for bit, strided views included; the thin
     /// product (few rows) agrees to f32 rounding.

@@ -4,16 +4,18 @@
 //! candle runs a grouped convolution as one convolution per group plus a concatenation, which is
 //! thousands of tiny ops for the depthwise convolutions of audio codecs; depthwise
 //! (groups == cin == cout) convolutions therefore use a direct loop here, in f32. Dense f32
-//! stride-1 convolutions with more than one tap run the direct AVX2 kernel (`conv_direct`) where
+//! stride-1 convolutions with more than one tap run the direct AVX2 kernel (infer-cpu-kernels' `conv1d`) where
 //! the CPU has it, other dense f32 convolutions a tiled column buffer and gemm
 //! (`dense_conv1d_f32`), dense f32 transposed convolutions one gemm per tap (`conv_transpose`);
 //! all start their output from the bias.
 
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 
-use crate::conv_direct;
+use infer_cpu_kernels::conv1d as direct;
+
 use crate::conv_transpose::{dense_conv_transpose1d_f32, Geometry};
-use crate::out_ptr::OutPtr;
+use crate::pool::CandlePool;
+use infer_cpu_kernels::out_ptr::OutPtr;
 
 #[derive(Debug, Clone, Copy)]
 pub struct ConvParams {
@@ -82,7 +84,7 @@ fn for_rows(out: &mut [f32], rows: usize, len: usize, work: usize, f: impl Fn(us
 /// How a dense (groups 1) f32 convolution is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DenseConv {
-    /// The direct kernel (`conv_direct`) for stride-1 convolutions with more than one tap on
+    /// The direct kernel (infer-cpu-kernels' `conv1d`) for stride-1 convolutions with more than one tap on
     /// CPUs with AVX2 and FMA, else gemm.
     Auto,
     /// Always the column buffer and gemm (benchmarks compare the two).
@@ -209,9 +211,9 @@ fn dense_conv1d_f32(
     }
     // A pointwise convolution stays on gemm, which reads its columns in place anyway (and was
     // ~10% faster than the direct kernel there: benches/conv1d.rs).
-    if how == DenseConv::Auto && p.stride == 1 && k > 1 && conv_direct::available() {
-        let shape = conv_direct::Shape { b, cin, l, cout, k, dilation: p.dilation, padding: p.padding, l_out };
-        conv_direct::conv1d_accumulate(xs, ws, &mut out, shape);
+    if how == DenseConv::Auto && p.stride == 1 && k > 1 && direct::available() {
+        let shape = direct::Shape { b, cin, l, cout, k, dilation: p.dilation, padding: p.padding, l_out };
+        direct::conv1d_accumulate(xs, ws, &mut out, shape, &CandlePool);
         return out;
     }
     let pointwise = k == 1 && p.stride == 1 && p.padding == 0;

@@ -15,7 +15,7 @@
 //! order), then `Z` folded (scatter-added) into the output columns.
 
 use crate::gemv;
-use crate::out_ptr::OutPtr;
+use infer_cpu_kernels::out_ptr::OutPtr;
 
 /// Input columns per gemm: the `(cin, n)` input slice a thread reuses for all `k` taps stays in
 /// L2 (≤ 1 MB for cin ≤ 2048).

@@ -10,7 +10,7 @@ use infer_core::{BinaryOp, CmpOp, UnaryOp};
 
 use crate::half_slices::HalfElem;
 
-use crate::out_ptr::OutPtr;
+use infer_cpu_kernels::out_ptr::OutPtr;
 
 pub fn is_float(d: C) -> bool {
     matches!(d, C::F32 | C::F16 | C::BF16 | C::F64)
@@ -381,9 +381,7 @@ unsafe fn act_slice_avx2(act: Act, src: &[f32], dst: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn has_avx2() -> bool {
-    use std::sync::OnceLock;
-    static AVX2: OnceLock<bool> = OnceLock::new();
-    *AVX2.get_or_init(|| std::is_x86_feature_detected!("avx2"))
+    infer_cpu_kernels::features().avx2
 }
 
 #[inline(always)]

@@ -17,8 +17,8 @@
 
 use candle_core::{Result, Tensor};
 
-use crate::ggml::{isa, Isa};
-use crate::out_ptr::OutPtr;
+use infer_cpu_kernels::out_ptr::OutPtr;
+use infer_cpu_kernels::{isa, Isa};
 
 /// Most activation rows taken here; more go to gemm, whose packing is then paid back. On a
 /// 2-thread Zen 4 (benches/half_matmul.rs) the tiles ran 150-195 GFLOP/s from 25 to 512 rows,
@@ -107,7 +107,7 @@ impl Packed {
         #[cfg(target_arch = "x86_64")]
         let (lanes, nr, units): (usize, usize, Units) = match tiles {
             TileIsa::Avx512 => {
-                assert!(std::is_x86_feature_detected!("avx512f"), "the AVX-512 tiles need avx512f");
+                assert!(infer_cpu_kernels::features().avx512f, "the AVX-512 tiles need avx512f");
                 (16, 8, x86::units_avx512)
             }
             TileIsa::Avx2 => {
@@ -255,7 +255,7 @@ mod x86 {
     use std::arch::x86_64::*;
 
     use super::{column, Lanes, Shape};
-    use crate::out_ptr::OutPtr;
+    use infer_cpu_kernels::out_ptr::OutPtr;
 
     /// AVX-512F: 16 lanes.
     struct Zmm;
@@ -311,7 +311,13 @@ mod x86 {
         ) {
             if NR == 8 {
                 // SAFETY: NR is 8, so `v` is a [__m512; 8]; the caller writes with AVX-512 F/VL.
-                crate::simd512::store_columns8(&*(v.as_ptr() as *const [__m512; 8]), out, stride, rows, cols)
+                infer_cpu_kernels::x86::avx512::simd::store_columns8(
+                    &*(v.as_ptr() as *const [__m512; 8]),
+                    out,
+                    stride,
+                    rows,
+                    cols,
+                )
             } else {
                 super::scalar_columns::<Self, NR>(v, out, stride, rows, cols)
             }
@@ -348,7 +354,7 @@ mod x86 {
 mod tests {
     use super::*;
 
-    use crate::bench_common::values;
+    use crate::test_inputs::values;
 
     /// Row counts around the lane blocks and their pairs, n off the weight-row tiles, both
     /// widths (where the CPU has them), against an f64 reference; and each row's result is

@@ -15,8 +15,8 @@ use candle_core::{CpuStorage, CustomOp3, DType as C, Layout, Result, Shape, Tens
 
 use crate::attention::{product_widened, softmax_row, AttnParams, Visibility};
 use crate::gemv::Widen;
-use crate::out_ptr::OutPtr;
-use crate::thin_product::{self, View};
+use infer_cpu_kernels::out_ptr::OutPtr;
+use infer_cpu_kernels::thin_product::{self, View};
 
 /// Query rows (query heads × queries) a prefill task aims for: enough for gemm's tiles, few
 /// enough that a task's scores (rows × keys) stay in a core's L2 for a few thousand keys.
@@ -273,7 +273,7 @@ fn round_probs(row: &mut [f32], dtype: Option<C>) {
 mod tests {
     use super::*;
     use crate::attention::attention_blocked;
-    use crate::bench_common::tensor as rand;
+    use crate::test_inputs::tensor as rand;
 
     fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
         let d = (a - b).unwrap().abs().unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();

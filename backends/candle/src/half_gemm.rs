@@ -19,8 +19,8 @@ use half::{bf16, f16, slice::HalfFloatSliceExt};
 
 use crate::f32_tiles;
 use crate::half_slices;
-use crate::out_ptr::OutPtr;
 use crate::weight_rows::{with_rows, WeightRows};
+use infer_cpu_kernels::out_ptr::OutPtr;
 
 use crate::gemv::{self, Bf16Kernel};
 
@@ -65,14 +65,7 @@ pub fn best_kernel() -> HalfKernel {
 }
 
 fn amx_available() -> bool {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        amx::available()
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    {
-        false
-    }
+    infer_cpu_kernels::cpu_features::amx_available()
 }
 
 /// `x @ wᵀ` for a bf16 or f16 `w` (n, k), row-major, and `x` (m, k) of the same dtype; `None`
@@ -183,7 +176,7 @@ impl Half for f16 {
 impl Half for bf16 {
     fn widen(src: &[bf16], dst: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
+        if infer_cpu_kernels::features().avx2 {
             // SAFETY: the CPU supports avx2 (checked just above).
             return unsafe { widen_bf16_avx2(src, dst) };
         }
@@ -274,7 +267,7 @@ pub mod tiles {
 
     use half::bf16;
 
-    use crate::out_ptr::OutPtr;
+    use infer_cpu_kernels::out_ptr::OutPtr;
 
     /// Weight rows per tile.
     const NR: usize = 8;
@@ -283,8 +276,8 @@ pub mod tiles {
 
     /// Whether the CPU has AVX-512 BF16 (and F/BW/VL for the loads and the masked row stores).
     pub fn available() -> bool {
-        use std::arch::is_x86_feature_detected as has;
-        has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512bf16")
+        let f = infer_cpu_kernels::features();
+        f.avx512vl() && f.avx512bf16
     }
 
     /// `out (m, n) = x (m, k) @ wᵀ` for bf16 `x` and `w` (n, k), k even. Panics on a CPU
@@ -322,7 +315,7 @@ pub mod tiles {
             let rows = (m - b * LANES).min(LANES);
             for p0 in (0..kp).step_by(LANES) {
                 let len = (kp - p0).min(LANES);
-                let mask = crate::simd512::first_lanes(len);
+                let mask = infer_cpu_kernels::x86::avx512::simd::first_lanes(len);
                 let r: [__m512; LANES] = std::array::from_fn(|l| {
                     if l < rows {
                         // SAFETY: pairs p0..p0 + len of row b · 16 + l < m (masked past them).
@@ -332,7 +325,7 @@ pub mod tiles {
                     }
                 });
                 // Register j: pair p0 + j of the block's 16 rows.
-                for (j, v) in crate::simd512::transpose16(r).into_iter().take(len).enumerate() {
+                for (j, v) in infer_cpu_kernels::x86::avx512::simd::transpose16(r).into_iter().take(len).enumerate() {
                     // SAFETY: (b · kp + p0 + j) · 16 + 16 <= blocks · kp · 16.
                     _mm512_storeu_ps(xp.as_mut_ptr().add((b * kp + p0 + j) * LANES) as *mut f32, v);
                 }
@@ -401,7 +394,7 @@ pub mod tiles {
             let v: [__m512; NR] = std::array::from_fn(|r| acc[r][h]);
             // SAFETY: rows i0.. (< m) × columns j0..j0 + cols are in the m × n output and
             // written by this unit only; the CPU has AVX-512 F/VL.
-            crate::simd512::store_columns8(&v, out.at(i0 * n + j0), n, (m - i0).min(LANES), cols);
+            infer_cpu_kernels::x86::avx512::simd::store_columns8(&v, out.at(i0 * n + j0), n, (m - i0).min(LANES), cols);
         }
     }
 }
@@ -410,7 +403,7 @@ pub mod tiles {
 mod tests {
     use super::*;
 
-    use crate::bench_common::values;
+    use crate::test_inputs::values;
 
     /// Several panels with a short last one, against an f64 reference of the rounded operands.
     #[test]
@@ -563,7 +556,7 @@ mod tests {
         let exe = std::env::current_exe().unwrap();
         // What the hardware has (this process may itself run under a cap).
         #[cfg(target_arch = "x86_64")]
-        let dpbf16 = tiles::available() && std::is_x86_feature_detected!("fma");
+        let dpbf16 = tiles::available() && infer_cpu_kernels::features().fma;
         #[cfg(not(target_arch = "x86_64"))]
         let dpbf16 = false;
         for (cap, want) in

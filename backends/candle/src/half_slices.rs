@@ -34,11 +34,11 @@ macro_rules! dispatch {
     ($f:ident($($a:expr),*)) => {{
         #[cfg(target_arch = "x86_64")]
         {
-            if isa() == Isa::Avx512 {
+            if isa() == Build::Avx512 {
                 // SAFETY: the CPU has AVX-512 F/BW (checked once by `isa`).
                 return unsafe { avx512::$f($($a),*) };
             }
-            if isa() == Isa::Avx2 {
+            if isa() == Build::Avx2 {
                 // SAFETY: the CPU has AVX2 (checked once by `isa`).
                 return unsafe { avx2::$f($($a),*) };
             }
@@ -144,7 +144,7 @@ fn narrow_body(src: &[f32], dst: &mut [bf16]) {
 pub fn has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        isa() == Isa::Avx512
+        isa() == Build::Avx512
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -152,28 +152,25 @@ pub fn has_avx512() -> bool {
     }
 }
 
+/// The build of the slice kernels this CPU runs (not capped by `INFER_GGML_ISA`).
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Isa {
+enum Build {
     Avx512,
     Avx2,
     Baseline,
 }
 
 #[cfg(target_arch = "x86_64")]
-fn isa() -> Isa {
-    use std::sync::OnceLock;
-    static ISA: OnceLock<Isa> = OnceLock::new();
-    *ISA.get_or_init(|| {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") && has!("avx512bw") {
-            Isa::Avx512
-        } else if has!("avx2") {
-            Isa::Avx2
-        } else {
-            Isa::Baseline
-        }
-    })
+fn isa() -> Build {
+    let f = infer_cpu_kernels::features();
+    if f.avx512() {
+        Build::Avx512
+    } else if f.avx2 {
+        Build::Avx2
+    } else {
+        Build::Baseline
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

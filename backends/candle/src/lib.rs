@@ -12,7 +12,6 @@
 mod amx_attention;
 pub mod attention;
 pub mod conv;
-mod conv_direct;
 mod conv_transpose;
 pub mod convert;
 pub mod elementwise;
@@ -27,29 +26,22 @@ pub mod linear;
 pub mod mapped;
 pub mod norm;
 pub mod ops;
-mod out_ptr;
+mod pool;
 pub mod quant;
 mod quant_q4k;
 mod quant_q8_0;
 pub mod reduce;
 pub mod shape_ops;
-#[cfg(target_arch = "x86_64")]
-mod simd512;
 pub mod snake;
-mod stream_split;
 pub mod sys;
 pub mod tensor;
-#[cfg(target_arch = "x86_64")]
-mod thin_avx512;
-pub mod thin_product;
 pub mod weight_rows;
 
 mod registration;
 
-/// The benches' seeded inputs (benches/common), shared with the unit tests.
+/// The benches' seeded inputs, shared with the unit tests.
 #[cfg(test)]
-#[path = "../benches/common/mod.rs"]
-mod bench_common;
+mod test_inputs;
 
 use abi_stable::std_types::{RResult, RSlice, RStr, RVec};
 use infer_core::backend::ffi_result;

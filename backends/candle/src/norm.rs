@@ -4,7 +4,7 @@ use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 use half::{bf16, f16};
 use infer_core::RopeLayout;
 
-use crate::out_ptr::OutPtr;
+use infer_cpu_kernels::out_ptr::OutPtr;
 
 /// f16/bf16 inputs are normalized in f32 (as the reference implementations do) and the result
 /// is cast back; the weight is applied in f32 too.
@@ -154,7 +154,7 @@ unsafe fn sums_of_squares(xw: &[f32], n: usize, sums: &mut [f32; SUM_ROWS]) {
             // SAFETY: values c .. c + 16 of row j, inside xw (asserted).
             *v = unsafe { _mm512_loadu_ps(p.add(j * n + c)) };
         }
-        for v in crate::simd512::transpose16(rows) {
+        for v in infer_cpu_kernels::x86::avx512::simd::transpose16(rows) {
             acc = _mm512_add_ps(acc, _mm512_mul_ps(v, v));
         }
     }

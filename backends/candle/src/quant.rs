@@ -9,9 +9,9 @@ use candle_core::{CpuStorage, DType as C, Device, Storage, Tensor};
 use infer_core::{DType, Error, Result, SharedBytes};
 
 use crate::ggml::{GgmlMatrix, OwnedBlocks};
-use crate::out_ptr::OutPtr;
 use crate::tensor::{QuantRepr, QuantTensor};
 use crate::weight_rows::{with_rows, WeightRows};
+use infer_cpu_kernels::out_ptr::OutPtr;
 
 pub use infer_core::gguf::to_ggml;
 

@@ -108,7 +108,7 @@ fn scale_min(nmax: i32, ntry: usize, x: &[f32; SUB]) -> (f32, f32) {
 /// The (scale, -min) of each of a block's 8 sub-blocks.
 fn scales_mins(x: &[f32; QK_K]) -> ([f32; 8], [f32; 8]) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if infer_cpu_kernels::features().avx2 {
         // SAFETY: AVX2 was just detected.
         return unsafe { avx2::scales_mins(x) };
     }
@@ -149,7 +149,7 @@ fn block(x: &[f32; QK_K], (scales, mins): ([f32; 8], [f32; 8]), out: &mut [u8; B
             let dm = dmin.to_f32() * m as f32;
             let (xs, ls) = (&x[SUB * j..SUB * (j + 1)], &mut l[SUB * j..SUB * (j + 1)]);
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if infer_cpu_kernels::features().avx2 {
                 // SAFETY: AVX2 was just detected.
                 unsafe { avx2::levels(xs, dm, d, ls) };
                 continue;

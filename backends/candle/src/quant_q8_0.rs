@@ -15,7 +15,7 @@ pub fn from_float(xs: &[f32], ys: &mut [BlockQ8_0]) {
     assert_eq!(xs.len(), ys.len() * QK, "Q8_0: {} values for {} blocks", xs.len(), ys.len());
     const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == BLOCK_BYTES);
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if infer_cpu_kernels::features().avx2 {
         for (x, y) in xs.chunks_exact(QK).zip(ys.iter_mut()) {
             // SAFETY: `BlockQ8_0` is `repr(C)` plain data of BLOCK_BYTES bytes (asserted above,
             // no padding); AVX2 was just detected.

@@ -145,7 +145,7 @@ impl StridedView<'_> {
         let (a_tiles, b_tiles) = (a_len.div_ceil(TILE_ROWS), b_len.div_ceil(TILE_ROWS));
         let n = outer * a_len * b_len;
         let mut out: Vec<T> = Vec::with_capacity(n);
-        let dst = crate::out_ptr::OutPtr(out.as_mut_ptr());
+        let dst = infer_cpu_kernels::out_ptr::OutPtr(out.as_mut_ptr());
         // A tile is TILE_ROWS × TILE_ROWS of the last two dims: a run of each of up to TILE_ROWS
         // source rows (often a page apart) and of each destination row.
         let run = |items: std::ops::Range<usize>| {

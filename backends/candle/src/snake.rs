@@ -9,7 +9,7 @@ use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 use infer_core::UnaryOp;
 
 use crate::elementwise::{self, sin_slice};
-use crate::out_ptr::OutPtr;
+use infer_cpu_kernels::out_ptr::OutPtr;
 
 /// Values of one channel handled together (the sine buffer: 4 KB).
 const BLOCK: usize = 1024;

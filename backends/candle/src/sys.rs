@@ -16,31 +16,7 @@ pub fn device_info() -> DeviceInfo {
 }
 
 fn simd_features() -> Vec<&'static str> {
-    #[allow(unused_mut)]
-    let mut f = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f") {
-            f.push("avx512f");
-        }
-        if std::is_x86_feature_detected!("avx512vnni") {
-            f.push("avx512vnni");
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            f.push("avx2");
-        }
-        if std::is_x86_feature_detected!("fma") {
-            f.push("fma");
-        }
-        if std::is_x86_feature_detected!("f16c") {
-            f.push("f16c");
-        }
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        f.push("neon");
-    }
-    f
+    infer_cpu_kernels::cpu_features::simd_names()
 }
 
 /// Process memory (the CPU backend's tensors live in the process heap, so RSS is the honest

@@ -8,18 +8,17 @@
 //! L2 while the activations stream past. Units are split across candle's thread pool; each
 //! thread configures its own tiles. Accumulators hold outᵀ; they are written out transposed.
 
-mod detect;
 mod kernel;
 mod pack;
 mod store;
 
-pub use detect::available;
+pub use infer_cpu_kernels::cpu_features::amx_available as available;
 pub use store::OutElem;
 
 use half::bf16;
 use kernel::{Tiles, WeightTile, ROWS};
 
-use crate::out_ptr::OutPtr;
+use infer_cpu_kernels::out_ptr::OutPtr;
 
 /// Weight blocks (of 16 rows) per work unit.
 const UNIT_BLOCKS: usize = 2;

@@ -92,7 +92,7 @@ unsafe fn transposed_pairs(x: &[bf16], k: usize, block: &mut [u32]) -> usize {
             // SAFETY: words q0 .. q0 + 16 of row l (k / 2 words per row), inside x (asserted).
             *v = unsafe { _mm512_loadu_ps(src.add(l * k / 2 + q0) as *const f32) };
         }
-        for (t, v) in crate::simd512::transpose16(rows).into_iter().enumerate() {
+        for (t, v) in infer_cpu_kernels::x86::avx512::simd::transpose16(rows).into_iter().enumerate() {
             // SAFETY: words 16 (q0 + t) .. + 16 of the block, inside it (asserted).
             unsafe { _mm512_storeu_ps(dst.add(16 * (q0 + t)) as *mut f32, v) };
         }

@@ -136,7 +136,7 @@ mod tests {
     use super::*;
 
     fn has_avx512() -> bool {
-        std::arch::is_x86_feature_detected!("avx512f")
+        crate::cpu_features::features().avx512f
     }
 
     /// Every rows × cols corner of a 16 × 8 block lands where it belongs (lane l of column c at
@@ -144,7 +144,7 @@ mod tests {
     /// `cols`, not the rows past `rows`, not the guard values around the block.
     #[test]
     fn store_columns8_writes_exactly_its_block() {
-        if !(has_avx512() && std::arch::is_x86_feature_detected!("avx512vl")) {
+        if !(has_avx512() && crate::cpu_features::features().avx512vl) {
             eprintln!("skipped: no AVX-512 F/VL on this CPU");
             return;
         }

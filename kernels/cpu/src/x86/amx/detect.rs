@@ -1,9 +1,10 @@
 //! Whether this process may execute AMX-BF16 tile instructions: the CPU has them (CPUID), the
 //! OS saves their state (XCR0), Linux lets this process use tile data (`arch_prctl`), and
-//! `INFER_GGML_ISA` does not cap the kernels below them. Asked once per process; any "no" is
-//! logged at debug level and the products stay on the `vdpbf16ps` tiles.
+//! `INFER_GGML_ISA` does not cap the kernels below them. Asked once per process (by
+//! [`crate::cpu_features::amx_available`]); any "no" is logged at debug level and the products
+//! stay on the `vdpbf16ps` tiles.
 
-use std::sync::OnceLock;
+use crate::cpu_features::CpuFeatures;
 
 /// CPUID.(EAX=7, ECX=0):EDX bits.
 const CPUID7_EDX_AMX_BF16: u32 = 1 << 22;
@@ -17,23 +18,11 @@ const XCR0_TILE: u64 = (1 << 17) | (1 << 18);
 const ARCH_REQ_XCOMP_PERM: libc::c_ulong = 0x1023;
 const XFEATURE_XTILEDATA: libc::c_ulong = 18;
 
-/// True once this process may run `ldtilecfg` / `tdpbf16ps`: everything in the module doc
-/// holds. The permission is process-wide, so threads that exist already (the pool's) get it too.
-pub fn available() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| match check() {
-        Ok(()) => true,
-        Err(why) => {
-            tracing::debug!("AMX-BF16 tiles not used: {why}");
-            false
-        }
-    })
-}
-
-fn check() -> Result<(), String> {
-    if let Ok(cap @ ("scalar" | "avx2" | "avx512")) = std::env::var("INFER_GGML_ISA").as_deref() {
-        return Err(format!("INFER_GGML_ISA={cap} caps the kernels below AMX"));
-    }
+/// Whether the CPU and OS let this process run `ldtilecfg` / `tdpbf16ps` (the module doc's
+/// conditions but the cap, which [`crate::cpu_features::amx_available`] applies and which keeps
+/// this from being asked at all); on `Ok` the permission is granted, process-wide, so threads
+/// that exist already (the pool's) get it too.
+pub(crate) fn check(f: &CpuFeatures) -> Result<(), String> {
     // SAFETY: CPUID exists on every x86_64 CPU; leaf 7 and leaf 1 are answered on every CPU
     // with AMX (an older CPU answers zeros for leaves it lacks, which reads as "no").
     #[allow(unused_unsafe)]
@@ -42,11 +31,8 @@ fn check() -> Result<(), String> {
         return Err("the CPU has no AMX-TILE / AMX-BF16".into());
     }
     // The accumulators are stored through AVX-512 (every AMX CPU so far has it).
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if !(has!("avx512f") && has!("avx512bw") && has!("avx512vl")) {
-            return Err("the CPU has no AVX-512 F/BW/VL".into());
-        }
+    if !f.avx512vl() {
+        return Err("the CPU has no AVX-512 F/BW/VL".into());
     }
     if leaf1.ecx & CPUID1_ECX_OSXSAVE == 0 {
         return Err("the OS has not enabled XSAVE".into());

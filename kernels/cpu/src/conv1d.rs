@@ -1,6 +1,8 @@
-//! Direct stride-1 f32 convolution for CPUs with AVX2 and FMA (AVX-512 where present).
+//! Direct stride-1 f32 convolution for CPUs with AVX2 and FMA (AVX-512 where present): the
+//! dispatch and the walk over the output; the block kernels are `x86/avx2/conv1d.rs` and
+//! `x86/avx512/conv1d.rs`.
 //!
-//! The column-buffer path (`conv::dense_conv1d_f32`) copies each input window into a buffer and
+//! The column-buffer path (a backend's im2col + gemm) copies each input window into a buffer and
 //! gemm then packs that buffer again before its microkernel runs: two copies of `cin·k` values
 //! per output column, about a sixth of an audio codec's decode. For stride 1 every window is
 //! just the input row shifted by `j·dilation`, so the kernel here reads it in place: a block of
@@ -20,6 +22,9 @@
 //! same order on every thread count: bias, then input channels and taps in order.
 
 use crate::out_ptr::OutPtr;
+use crate::pool::Pool;
+#[cfg(target_arch = "x86_64")]
+use crate::x86::{avx2::conv1d as avx2, avx512::conv1d as avx512};
 
 /// Output columns per AVX2 kernel call: two vectors.
 const COLS_AVX2: usize = 16;
@@ -36,13 +41,13 @@ const CIN_GROUP: usize = 128;
 const ITEMS_PER_THREAD: usize = 8;
 
 /// Whether this CPU runs [`conv1d_accumulate`]: AVX2 and FMA.
-pub(crate) fn available() -> bool {
-    crate::gemv::has_fma()
+pub fn available() -> bool {
+    crate::cpu_features::features().fma()
 }
 
 /// The widest block this CPU runs: output columns per kernel call.
 fn widest_block() -> usize {
-    if crate::half_slices::has_avx512() {
+    if crate::cpu_features::features().avx512() {
         COLS_AVX512
     } else {
         COLS_AVX2
@@ -51,7 +56,7 @@ fn widest_block() -> usize {
 
 /// The geometry of a stride-1, groups-1 convolution `(b, cin, l)` by `(cout, cin, k)`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Shape {
+pub struct Shape {
     pub b: usize,
     pub cin: usize,
     pub l: usize,
@@ -85,14 +90,14 @@ impl Shape {
 
 /// Adds the convolution of `xs` `(b, cin, l)` with `ws` `(cout, cin, k)` to `out`
 /// `(b, cout, l_out)`, which holds the bias (or zeros). Only call when [`available`].
-pub(crate) fn conv1d_accumulate(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shape) {
-    accumulate_in_blocks(xs, ws, out, s, widest_block())
+pub fn conv1d_accumulate(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shape, pool: &impl Pool) {
+    accumulate_in_blocks(xs, ws, out, s, widest_block(), pool)
 }
 
 /// [`conv1d_accumulate`] with blocks of `cols` output columns (16, or 64 with AVX-512).
-fn accumulate_in_blocks(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shape, cols: usize) {
+fn accumulate_in_blocks(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shape, cols: usize, pool: &impl Pool) {
     assert!(available(), "conv1d_accumulate needs avx2 and fma");
-    assert!(cols == COLS_AVX2 || (cols == COLS_AVX512 && crate::half_slices::has_avx512()));
+    assert!(cols == COLS_AVX2 || (cols == COLS_AVX512 && crate::cpu_features::features().avx512()));
     assert!(s.k >= 1 && s.dilation >= 1 && s.l_out + s.span() == s.l + 2 * s.padding + 1);
     assert!(xs.len() == s.b * s.cin * s.l && ws.len() == s.cout * s.cin * s.k);
     assert_eq!(out.len(), s.b * s.cout * s.l_out);
@@ -103,8 +108,7 @@ fn accumulate_in_blocks(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shape, cols:
     // in whole 6-row blocks until there are ITEMS_PER_THREAD per thread: with 2 threads, 4
     // chunks of 256, 256, 256 and 32 columns (an 800-column product) kept one thread idle for a
     // third of the call.
-    let pool = candle_core::utils::barrier_pool();
-    let threads = pool.n_workers() + 1;
+    let threads = pool.threads();
     let chunk = s.l_out.div_ceil(cols).div_ceil(s.l_out.div_ceil(CHUNK)) * cols;
     let chunks_per_item = s.l_out.div_ceil(chunk);
     let chunks = s.b * chunks_per_item;
@@ -256,17 +260,17 @@ unsafe fn edge_block(
 /// `w + r·w_row + ci·w_ci + j` (a convolution's weight `(cout, cin, k)`: `w_row = cin·k`,
 /// `w_ci = k`).
 #[derive(Clone, Copy)]
-struct Operands {
-    x: *const f32,
-    x_stride: usize,
-    w: *const f32,
-    w_row: usize,
-    w_ci: usize,
-    channels: usize,
-    taps: usize,
-    dilation: usize,
-    out: *mut f32,
-    out_stride: usize,
+pub(crate) struct Operands {
+    pub x: *const f32,
+    pub x_stride: usize,
+    pub w: *const f32,
+    pub w_row: usize,
+    pub w_ci: usize,
+    pub channels: usize,
+    pub taps: usize,
+    pub dilation: usize,
+    pub out: *mut f32,
+    pub out_stride: usize,
 }
 
 /// One block of `rows` (1..=6) output channels × `cols` (16 or 64) columns.
@@ -294,91 +298,10 @@ unsafe fn block(rows: usize, cols: usize, o: Operands) {
     unreachable!("conv_direct runs only where `available` ({rows} rows × {cols}, {} channels)", o.channels)
 }
 
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use std::arch::x86_64::*;
-
-    use super::Operands;
-
-    /// [`Operands`] for R rows, the 2R accumulators in registers.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn block<const R: usize>(o: Operands) {
-        let mut acc = [[_mm256_setzero_ps(); 2]; R];
-        for (r, a) in acc.iter_mut().enumerate() {
-            let out = o.out.add(r * o.out_stride);
-            *a = [_mm256_loadu_ps(out), _mm256_loadu_ps(out.add(8))];
-        }
-        for ci in 0..o.channels {
-            let xr = o.x.add(ci * o.x_stride);
-            let wr = o.w.add(ci * o.w_ci);
-            for j in 0..o.taps {
-                let xp = xr.add(j * o.dilation);
-                let (x0, x1) = (_mm256_loadu_ps(xp), _mm256_loadu_ps(xp.add(8)));
-                let wj = wr.add(j);
-                for (r, a) in acc.iter_mut().enumerate() {
-                    let wv = _mm256_broadcast_ss(&*wj.add(r * o.w_row));
-                    a[0] = _mm256_fmadd_ps(wv, x0, a[0]);
-                    a[1] = _mm256_fmadd_ps(wv, x1, a[1]);
-                }
-            }
-        }
-        for (r, a) in acc.iter().enumerate() {
-            let out = o.out.add(r * o.out_stride);
-            _mm256_storeu_ps(out, a[0]);
-            _mm256_storeu_ps(out.add(8), a[1]);
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use std::arch::x86_64::*;
-
-    use super::Operands;
-
-    /// [`Operands`] for R rows × 64 columns, the 4R accumulators in registers; per output the
-    /// same order of operations as the AVX2 block.
-    #[target_feature(enable = "avx512f,fma")]
-    pub(super) unsafe fn block<const R: usize>(o: Operands) {
-        let mut acc = [[_mm512_setzero_ps(); 4]; R];
-        for (r, a) in acc.iter_mut().enumerate() {
-            let out = o.out.add(r * o.out_stride);
-            for (v, a) in a.iter_mut().enumerate() {
-                *a = _mm512_loadu_ps(out.add(16 * v));
-            }
-        }
-        for ci in 0..o.channels {
-            let xr = o.x.add(ci * o.x_stride);
-            let wr = o.w.add(ci * o.w_ci);
-            for j in 0..o.taps {
-                let xp = xr.add(j * o.dilation);
-                let x = [
-                    _mm512_loadu_ps(xp),
-                    _mm512_loadu_ps(xp.add(16)),
-                    _mm512_loadu_ps(xp.add(32)),
-                    _mm512_loadu_ps(xp.add(48)),
-                ];
-                let wj = wr.add(j);
-                for (r, a) in acc.iter_mut().enumerate() {
-                    let wv = _mm512_set1_ps(*wj.add(r * o.w_row));
-                    for (a, &x) in a.iter_mut().zip(&x) {
-                        *a = _mm512_fmadd_ps(wv, x, *a);
-                    }
-                }
-            }
-        }
-        for (r, a) in acc.iter().enumerate() {
-            let out = o.out.add(r * o.out_stride);
-            for (v, &a) in a.iter().enumerate() {
-                _mm512_storeu_ps(out.add(16 * v), a);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::ScopedThreads;
 
     /// The convolution in f64, from its definition.
     fn reference(xs: &[f32], ws: &[f32], bias: &[f32], s: Shape) -> Vec<f64> {
@@ -445,16 +368,16 @@ mod tests {
                 (0..b).flat_map(|_| bias.iter().flat_map(|&v| std::iter::repeat_n(v, l_out))).collect();
             let want = reference(&xs, &ws, &bias, s);
             let mut narrow = biased.clone();
-            accumulate_in_blocks(&xs, &ws, &mut narrow, s, COLS_AVX2);
+            accumulate_in_blocks(&xs, &ws, &mut narrow, s, COLS_AVX2, &ScopedThreads::per_core());
             // f32 sums of cin·k products of values in [-1, 1]: a few ulps per term.
             let tol = 4e-7 * (cin * k) as f64 + 1e-6;
             for (i, (&got, &want)) in narrow.iter().zip(&want).enumerate() {
                 assert!((got as f64 - want).abs() <= tol, "{s:?}: output {i}: {got} vs {want}");
             }
-            if crate::half_slices::has_avx512() {
+            if crate::cpu_features::features().avx512() {
                 // The wide blocks sum in the same order: the same bits.
                 let mut wide = biased;
-                accumulate_in_blocks(&xs, &ws, &mut wide, s, COLS_AVX512);
+                accumulate_in_blocks(&xs, &ws, &mut wide, s, COLS_AVX512, &ScopedThreads::per_core());
                 let same = wide.iter().zip(&narrow).all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "{s:?}: 64-column blocks differ from 16-column ones");
             }

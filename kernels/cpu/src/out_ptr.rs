@@ -3,7 +3,7 @@
 /// A raw pointer to an output buffer (f32 unless said) that may cross to the pool's threads.
 /// Every user writes only a part of the buffer that no other work item writes (its rows,
 /// columns or block).
-pub(crate) struct OutPtr<T = f32>(pub(crate) *mut T);
+pub struct OutPtr<T = f32>(pub *mut T);
 
 // SAFETY: callers hand disjoint parts of one buffer to the threads and join them before the
 // buffer is read or freed.
@@ -13,7 +13,7 @@ unsafe impl<T> Sync for OutPtr<T> {}
 impl<T> OutPtr<T> {
     /// The address `offset` elements in. A method, so closures capture the whole (Sync) wrapper
     /// rather than its pointer field.
-    pub(crate) fn at(&self, offset: usize) -> *mut T {
+    pub fn at(&self, offset: usize) -> *mut T {
         self.0.wrapping_add(offset)
     }
 }

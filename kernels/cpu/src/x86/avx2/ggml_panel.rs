@@ -1,4 +1,4 @@
-//! AVX2 prefill over weights unpacked once. The fused tiles of `avx2.rs` unpack every weight
+//! AVX2 prefill over weights unpacked once. The fused tiles of `ggml.rs` unpack every weight
 //! block again for each pair of activation rows, and with the unpacking constants, 8
 //! accumulators and both activation rows live they run out of AVX2's 16 vector registers (the
 //! Q5_0 tile spent a third of its time on spills). Here a group of weight rows is first
@@ -9,8 +9,8 @@
 
 use std::arch::x86_64::*;
 
-use super::act::ActRow;
-use super::avx2::{f16_at, hsum, q5_0_unsigned};
+use crate::ggml::act::ActRow;
+use crate::x86::avx2::ggml::{f16_at, hsum, q5_0_unsigned};
 
 /// Bytes of one unpacked block: the f32 scale, then 32 weight bytes.
 pub const Q5_0_PANEL_BLOCK: usize = 36;

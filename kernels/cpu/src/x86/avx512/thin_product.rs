@@ -6,8 +6,8 @@
 use std::arch::x86_64::*;
 
 use crate::gemv::Widen;
-use crate::simd512::{first_lanes, transpose16};
 use crate::thin_product::View;
+use crate::x86::avx512::simd::{first_lanes, transpose16};
 
 /// Keys per block of scores (one register of lane sums each, transposed together).
 const KEYS: usize = 16;
@@ -189,7 +189,7 @@ mod tests {
     /// each cache dtype.
     #[test]
     fn match_the_one_row_kernels_bit_for_bit() {
-        if !crate::half_slices::has_avx512() {
+        if !crate::cpu_features::features().avx512() {
             eprintln!("skipped: no AVX-512 F/BW on this CPU");
             return;
         }

@@ -12,8 +12,8 @@
 
 use std::arch::x86_64::*;
 
-use super::act::ActRow;
-use super::avx2::{
+use crate::ggml::act::ActRow;
+use crate::x86::avx2::ggml::{
     hsum, hsums, last_f16, prefetch_group_stream, q4k_scales_mins, tile_rows, Q6K_SCALE_PAIRS, STREAM_ONCE,
     STREAM_REUSED,
 };

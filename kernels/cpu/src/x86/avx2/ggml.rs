@@ -1,25 +1,25 @@
 //! AVX2 dot products of GGML weight rows with 8-bit activations: the weight blocks are widened
 //! to bytes in registers, multiplied with `maddubs` (u8 × i8 pairs -> i16) and `madd` (-> i32),
 //! and each block's integer sum is scaled into an f32 accumulator. Only called after run-time
-//! detection of avx2, fma and f16c (see `super::kernels`).
+//! detection of avx2, fma and f16c (see [`crate::ggml`]'s dispatch).
 
 use std::arch::x86_64::*;
 
-use super::act::ActRow;
+use crate::ggml::act::ActRow;
 
 /// The f16 at `p` as f32. Reads 8 bytes (`p..p + 8` must be readable): `vcvtph2ps` from memory
 /// has no dependency on a register's old contents, where a 2-byte insert into a register would
 /// chain every block to the previous block's accumulator.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
+pub(crate) unsafe fn f16_at(p: *const u8) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_loadl_epi64(p as *const __m128i)))
 }
 
 /// Lane 3 of the four f16 at `p` (the last two bytes of `p..p + 8`) as f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn last_f16(p: *const u8) -> f32 {
+pub(crate) unsafe fn last_f16(p: *const u8) -> f32 {
     let v = _mm_cvtph_ps(_mm_loadl_epi64(p as *const __m128i));
     _mm_cvtss_f32(_mm_shuffle_ps(v, v, 3))
 }
@@ -27,7 +27,7 @@ pub(super) unsafe fn last_f16(p: *const u8) -> f32 {
 /// Sum of the 8 lanes in llama.cpp's order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn hsum(v: __m256) -> f32 {
+pub(crate) unsafe fn hsum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
@@ -36,7 +36,7 @@ pub(super) unsafe fn hsum(v: __m256) -> f32 {
 /// [`hsum`] of each accumulator.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn hsums<const N: usize>(acc: [__m256; N]) -> [f32; N] {
+pub(crate) unsafe fn hsums<const N: usize>(acc: [__m256; N]) -> [f32; N] {
     let mut out = [0f32; N];
     for (o, a) in out.iter_mut().zip(acc) {
         *o = hsum(a);
@@ -83,7 +83,7 @@ unsafe fn q8_0_weights(blk: *const u8) -> __m256i {
 /// subtracts 16 × the activations' sum once per block).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q5_0_unsigned(blk: *const u8) -> __m256i {
+pub(crate) unsafe fn q5_0_unsigned(blk: *const u8) -> __m256i {
     let fifth = _mm256_and_si256(bits_32((blk.add(2) as *const u32).read_unaligned()), _mm256_set1_epi8(0x10));
     _mm256_or_si256(nibbles_32(blk.add(6)), fifth)
 }
@@ -107,9 +107,9 @@ const GROUP_PREFETCH_AHEAD: usize = 8192;
 /// non-temporal, so the weight stream (hundreds of MB a token) does not push the KV cache and
 /// activations out of the caches. Gemma 3 270M decode, Zen 5, alternating binaries: +4-6% at one
 /// thread, +2-6% at two, against `STREAM_REUSED`.
-pub(super) const STREAM_ONCE: i32 = _MM_HINT_NTA;
+pub(crate) const STREAM_ONCE: i32 = _MM_HINT_NTA;
 /// The hint of a tile, whose weight rows serve several activation rows from L1.
-pub(super) const STREAM_REUSED: i32 = _MM_HINT_T0;
+pub(crate) const STREAM_REUSED: i32 = _MM_HINT_T0;
 
 /// Prefetches the slice of the weight stream `max(group_bytes, GROUP_PREFETCH_AHEAD)` past the
 /// group being read (`group_bytes` from `w`) that matches block `b`'s place in this group: `step`
@@ -119,7 +119,7 @@ pub(super) const STREAM_REUSED: i32 = _MM_HINT_T0;
 /// 11.3 GB/s at 1 thread, 12.4 → 19 at 2 for the next group alone, where a per-row prefetch
 /// 2 KB ahead gained nothing at any distance.)
 #[inline(always)]
-pub(super) unsafe fn prefetch_group_stream<const HINT: i32>(w: *const u8, group_bytes: usize, step: usize, b: usize) {
+pub(crate) unsafe fn prefetch_group_stream<const HINT: i32>(w: *const u8, group_bytes: usize, step: usize, b: usize) {
     // wrapping: the address may lie past the weights (a prefetch never faults; `add` there
     // would be undefined behaviour).
     let p = w.wrapping_add(group_bytes.max(GROUP_PREFETCH_AHEAD) + b * step);
@@ -207,7 +207,7 @@ pub unsafe fn dot_q4k(row: &[u8], x: &ActRow) -> f32 {
 /// the top 2 bits of bytes 0..4 / 4..8).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q4k_scales_mins(p: *const u8) -> (u64, __m128i) {
+pub(crate) unsafe fn q4k_scales_mins(p: *const u8) -> (u64, __m128i) {
     let word = |i: usize| (p.add(4 * i) as *const u32).read_unaligned();
     let (a, b, c) = (word(0), word(1), word(2));
     let (six, four, two) = (0x3f3f_3f3f_u32, 0x0f0f_0f0f_u32, 0x0303_0303_u32);
@@ -283,7 +283,7 @@ unsafe fn q4k_cols<const C: usize>(w: *const u8, row_bytes: usize, xs: [&ActRow;
 }
 
 /// `_mm_shuffle_epi8` masks putting scale 2p in bytes 0..8 and scale 2p + 1 in bytes 8..16.
-pub(super) const Q6K_SCALE_PAIRS: [[i8; 16]; 8] = {
+pub(crate) const Q6K_SCALE_PAIRS: [[i8; 16]; 8] = {
     let mut masks = [[0i8; 16]; 8];
     let mut p = 0;
     while p < 8 {
@@ -369,7 +369,7 @@ macro_rules! tile_rows {
         }
     };
 }
-pub(super) use tile_rows;
+pub(crate) use tile_rows;
 
 tile_rows!(tile_q4k, q4k_cols, "avx2,fma,f16c");
 tile_rows!(tile_q6k, q6k_cols, "avx2,fma,f16c");

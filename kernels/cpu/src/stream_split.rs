@@ -3,7 +3,7 @@
 //! others'.
 //!
 //! A decode product reads each weight once, so its speed is the memory stream's. Handing out
-//! small chunks from a shared cursor (the pool's `execute_chunked`) cuts that stream into pieces
+//! small chunks from a shared cursor ([`Pool::execute_chunked`]) cuts that stream into pieces
 //! that start cold (the read-ahead begins again at each) and whose read-ahead runs past their
 //! end into rows another thread then reads; one contiguous share per thread keeps one long
 //! stream each. Stealing from the back keeps what the cursor was for: a thread that starts late
@@ -15,6 +15,8 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::pool::Pool;
+
 /// The fewest weight bytes a decode product's thread claims at a time: callers pass `step` as
 /// this many bytes' worth of their items.
 pub const MIN_PIECE_BYTES: usize = 8 << 10;
@@ -25,9 +27,8 @@ pub const MIN_PIECE_BYTES: usize = 8 << 10;
 /// which waits for the reads in flight; 8 KB pieces throughout ran 15% slower than these), small
 /// ones at the end where they even out the threads. Every item is passed to `f` exactly once.
 /// Runs inline on one thread (or nested in a pool task).
-pub fn for_each_share<F: Fn(Range<usize>) + Sync>(items: usize, step: usize, f: F) {
-    let pool = candle_core::utils::barrier_pool();
-    let threads = pool.n_workers() + 1;
+pub fn for_each_share<F: Fn(Range<usize>) + Sync>(pool: &impl Pool, items: usize, step: usize, f: F) {
+    let threads = pool.threads();
     let step = step.max(1);
     if items == 0 {
         return;
@@ -144,6 +145,7 @@ fn unpack(word: u64) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::{Inline, ScopedThreads};
     use std::sync::atomic::AtomicU32;
 
     fn visits(items: usize) -> Vec<AtomicU32> {
@@ -164,7 +166,12 @@ mod tests {
         for items in [0, 1, 2, 3, 7, 64, 65, 1000, 4097] {
             for step in [1, 3, 16, 5000] {
                 let seen = visits(items);
-                for_each_share(items, step, |r| visit(&seen, r));
+                for pool in [ScopedThreads(1), ScopedThreads(3)] {
+                    let seen = visits(items);
+                    for_each_share(&pool, items, step, |r| visit(&seen, r));
+                    assert!(seen.iter().all(|s| s.load(Ordering::Relaxed) == 1), "{items} items, step {step}");
+                }
+                for_each_share(&Inline, items, step, |r| visit(&seen, r));
                 assert!(seen.iter().all(|s| s.load(Ordering::Relaxed) == 1), "{items} items, step {step}");
             }
         }

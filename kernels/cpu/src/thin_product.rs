@@ -52,15 +52,15 @@ pub fn try_product<T: Widen>(m: usize, n: usize, k: usize, a: View, b: View<T>, 
     }
     let dst = &mut dst[..m * n];
     #[cfg(target_arch = "x86_64")]
-    if crate::half_slices::has_avx512() && m * n * k > 0 {
+    if crate::cpu_features::features().avx512() && m * n * k > 0 {
         if b.row_stride == 1 && k.is_multiple_of(16) {
             // SAFETY: AVX-512 F is present; the views' contract is the caller's.
-            unsafe { crate::thin_avx512::scores(m, n, k, a, b, dst) };
+            unsafe { crate::x86::avx512::thin_product::scores(m, n, k, a, b, dst) };
             return true;
         }
         if b.col_stride == 1 && n >= 16 {
             // SAFETY: as above.
-            unsafe { crate::thin_avx512::accumulate(m, n, k, a, b, dst) };
+            unsafe { crate::x86::avx512::thin_product::accumulate(m, n, k, a, b, dst) };
             return true;
         }
     }

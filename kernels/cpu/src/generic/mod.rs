@@ -1,0 +1,4 @@
+//! The portable kernels: plain Rust every target runs, and the reference the SIMD kernels of
+//! each instruction set are tested against.
+
+pub mod ggml;

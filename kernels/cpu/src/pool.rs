@@ -1,0 +1,77 @@
+//! The thread pool the kernels split their work over, as the caller provides it: a backend
+//! passes its own pool (the candle backend: candle's barrier pool), so kernels and the rest of
+//! the backend share one set of threads. Generic, not `dyn`: each call is a direct one.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A pool of threads that runs a closure over the items `0..items`.
+pub trait Pool: Sync {
+    /// The threads a call runs on: the pool's workers and the calling thread.
+    fn threads(&self) -> usize;
+
+    /// `f` over `0..items` in ranges handed to the threads (the calling thread included); every
+    /// item is passed exactly once, and the call returns once all ranges are done.
+    fn execute_chunked<F: Fn(Range<usize>) + Sync>(&self, items: usize, f: F);
+}
+
+impl<P: Pool> Pool for &P {
+    fn threads(&self) -> usize {
+        (**self).threads()
+    }
+
+    fn execute_chunked<F: Fn(Range<usize>) + Sync>(&self, items: usize, f: F) {
+        (**self).execute_chunked(items, f)
+    }
+}
+
+/// Everything on the calling thread.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Inline;
+
+impl Pool for Inline {
+    fn threads(&self) -> usize {
+        1
+    }
+
+    fn execute_chunked<F: Fn(Range<usize>) + Sync>(&self, items: usize, f: F) {
+        if items > 0 {
+            f(0..items)
+        }
+    }
+}
+
+/// `n` threads started for each call (scoped), taking one item at a time from a shared
+/// cursor: for the kernels' own tests and benches, which have no backend's pool.
+#[derive(Clone, Copy, Debug)]
+pub struct ScopedThreads(pub usize);
+
+impl ScopedThreads {
+    /// One thread per core this process may use.
+    pub fn per_core() -> ScopedThreads {
+        ScopedThreads(std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+}
+
+impl Pool for ScopedThreads {
+    fn threads(&self) -> usize {
+        self.0.max(1)
+    }
+
+    fn execute_chunked<F: Fn(Range<usize>) + Sync>(&self, items: usize, f: F) {
+        let next = AtomicUsize::new(0);
+        let run = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= items {
+                break;
+            }
+            f(i..i + 1);
+        };
+        std::thread::scope(|s| {
+            for _ in 1..self.threads().min(items) {
+                s.spawn(run);
+            }
+            run();
+        });
+    }
+}

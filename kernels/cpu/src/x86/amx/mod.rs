@@ -1,0 +1,3 @@
+//! AMX-BF16 tiles (Linux, where the OS grants tile data to the process).
+
+pub(crate) mod detect;
