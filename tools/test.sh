@@ -68,6 +68,8 @@ rm -f "$INFER_SETUP_REPORT"
 cargo fmt --all -- --check
 # The README's first command on a clean target dir with no cmake on PATH, as a new user runs it.
 tools/check_first_run.sh
+# The example plugins copied out of the tree, built clean against this checkout's SDK only.
+tools/check_examples_out_of_tree.sh
 # Plugin libraries (cdylibs) are built here; the tests load them from the target directory.
 cargo build --workspace --all-targets
 cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -1,6 +1,6 @@
 //! The speech-recognition contract across a plugin boundary, the twin of [`crate::speech_ffi`]. A
 //! model plugin implements the plain Rust [`SpeechRecognizer`];
-//! [`register_recognizer_model!`](crate::register_recognizer_model) wraps it in [`PluginRecognizer`]
+//! its registration ([`register_model!`](crate::register_model)) wraps it in [`PluginRecognizer`]
 //! (FFI-safe, panics caught), and the host wraps what it loads in [`HostRecognizer`], which is a
 //! `SpeechRecognizer` again. Sessions cross the same way, one call per pushed chunk.
 

@@ -1,5 +1,5 @@
 //! The speech-synthesis contract across a plugin boundary. A model plugin implements the plain
-//! Rust [`SpeechSynthesizer`]; [`register_speech_model!`](crate::register_speech_model) wraps it in
+//! Rust [`SpeechSynthesizer`]; its registration ([`register_model!`](crate::register_model)) wraps it in
 //! [`PluginSpeech`] (FFI-safe, panics caught), and the host wraps what it loads in [`HostSpeech`],
 //! which is a `SpeechSynthesizer` again. Built-in and library plugins take the same path.
 //!

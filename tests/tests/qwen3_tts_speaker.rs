@@ -20,9 +20,9 @@ use std::path::PathBuf;
 
 use infer_core::audio::Audio;
 use infer_core::audio_io::read_audio;
-use infer_core::dsp::{MelConfig, MelSpectrogram};
+use infer_core::dsp::MelSpectrogram;
 use infer_core::{Backend, DType};
-use infer_qwen3_tts::speaker_encoder::SpeakerEncoder;
+use infer_qwen3_tts::speaker_encoder::{speaker_mel_config, SpeakerEncoder};
 use infer_tests::{fixture, max_abs_diff, worst, Setup};
 
 const MEL_TOL: f32 = 1e-3;
@@ -57,7 +57,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn mel_matches_qwen_tts() {
-    let mel = MelSpectrogram::new(MelConfig::qwen3_tts_speaker()).unwrap();
+    let mel = MelSpectrogram::new(speaker_mel_config()).unwrap();
     for case in ["mono24k", "stereo44k"] {
         let ours = mel.compute(&golden(&format!("{case}.wave"))).unwrap();
         let want = golden(&format!("{case}.mel"));
@@ -109,7 +109,7 @@ fn xvector_from_files_matches_qwen_tts() {
 fn resampled_reference_is_close_to_librosa() {
     let stereo = read_audio(dir().join("ref_44k_stereo.wav")).unwrap();
     let ours = infer_core::audio_io::resample(&stereo.audio, 24_000).unwrap().samples;
-    let mel = MelSpectrogram::new(MelConfig::qwen3_tts_speaker()).unwrap().compute(&ours).unwrap();
+    let mel = MelSpectrogram::new(speaker_mel_config()).unwrap().compute(&ours).unwrap();
     let want_mel = golden("stereo44k.mel");
     assert_eq!(mel.data.len(), want_mel.len());
     let f = mel.frames;

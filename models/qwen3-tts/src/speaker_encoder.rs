@@ -11,9 +11,31 @@ use std::path::Path;
 
 use infer_core::audio::Audio;
 use infer_core::audio_io::{check_audio, resample, AudioLimits};
-use infer_core::dsp::{Mel, MelConfig, MelSpectrogram};
+use infer_core::dsp::{LogCompression, Mel, MelConfig, MelNorm, MelScale, MelSpectrogram, Padding};
 use infer_core::{Backend, Conv1dParams, DType, Error, Result, Tensor, Weights};
 use serde::Deserialize;
+
+/// The front end of the Qwen3-TTS speaker encoder (qwen-tts `mel_spectrogram` as called by
+/// `extract_speaker_embedding`): 24 kHz, n_fft 1024, hop 256, Hann window 1024, 128 Slaney mels
+/// (Slaney norm) over 0–12 kHz; the signal is reflect-padded by (n_fft - hop) / 2 = 384 on each
+/// side and framed without centring; magnitude `sqrt(|X|² + 1e-9)`; `ln(max(x, 1e-5))`.
+pub fn speaker_mel_config() -> MelConfig {
+    MelConfig {
+        sample_rate: 24_000,
+        n_fft: 1024,
+        hop_length: 256,
+        win_length: 1024,
+        n_mels: 128,
+        fmin: 0.0,
+        fmax: Some(12_000.0),
+        padding: Padding::Reflect { left: 384, right: 384 },
+        power: 1,
+        magnitude_eps: 1e-9,
+        scale: MelScale::Slaney,
+        norm: MelNorm::Slaney,
+        log: LogCompression::Ln { floor: 1e-5 },
+    }
+}
 
 /// `speaker_encoder_config` of a Qwen3-TTS config.json (`Qwen3TTSSpeakerEncoderConfig`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -310,7 +332,7 @@ impl SpeakerEncoder {
             mfa,
             asp,
             fc,
-            mel: MelSpectrogram::new(MelConfig::qwen3_tts_speaker())?,
+            mel: MelSpectrogram::new(speaker_mel_config())?,
             backend: weights.backend().clone(),
             dtype: weights.dtype(),
             min_frames: min_frames.unwrap_or(1),

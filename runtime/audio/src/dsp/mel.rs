@@ -54,29 +54,6 @@ pub struct MelConfig {
     pub log: LogCompression,
 }
 
-impl MelConfig {
-    /// The front end of the Qwen3-TTS speaker encoder (qwen-tts `mel_spectrogram` as called by
-    /// `extract_speaker_embedding`): 24 kHz, n_fft 1024, hop 256, Hann window 1024, 128 Slaney mels
-    /// (Slaney norm) over 0–12 kHz; the signal is reflect-padded by (n_fft - hop) / 2 = 384 on each
-    /// side and framed without centring; magnitude `sqrt(|X|² + 1e-9)`; `ln(max(x, 1e-5))`.
-    pub fn qwen3_tts_speaker() -> Self {
-        MelConfig {
-            sample_rate: 24_000,
-            n_fft: 1024,
-            hop_length: 256,
-            win_length: 1024,
-            n_mels: 128,
-            fmin: 0.0,
-            fmax: Some(12_000.0),
-            padding: Padding::Reflect { left: 384, right: 384 },
-            power: 1,
-            magnitude_eps: 1e-9,
-            scale: MelScale::Slaney,
-            norm: MelNorm::Slaney,
-            log: LogCompression::Ln { floor: 1e-5 },
-        }
-    }
-}
 
 /// A mel spectrogram: `n_mels` rows of `frames` values (row-major, `(n_mels, frames)` as the
 /// references lay it out).
@@ -262,7 +239,22 @@ mod tests {
 
     #[test]
     fn short_audio_is_an_error_not_a_panic() {
-        let mel = MelSpectrogram::new(MelConfig::qwen3_tts_speaker()).unwrap();
+        let config = MelConfig {
+            sample_rate: 24_000,
+            n_fft: 1024,
+            hop_length: 256,
+            win_length: 1024,
+            n_mels: 128,
+            fmin: 0.0,
+            fmax: Some(12_000.0),
+            padding: Padding::Reflect { left: 384, right: 384 },
+            power: 1,
+            magnitude_eps: 1e-9,
+            scale: MelScale::Slaney,
+            norm: MelNorm::Slaney,
+            log: LogCompression::Ln { floor: 1e-5 },
+        };
+        let mel = MelSpectrogram::new(config).unwrap();
         let err = mel.compute(&[0.1; 100]).unwrap_err().to_string();
         assert!(err.contains("too short"), "{err}");
         assert_eq!(mel.frames(36_000), 140);
