@@ -15,13 +15,13 @@ fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-for example in examples/bigram-plugin; do
+for example in examples/bigram-plugin examples/olmo2-plugin; do
     name="$(basename "$example")"
     cp -r "$example" "$work/$name"
     # The versions this checkout is tested with.
     cp Cargo.lock "$work/$name/"
     # The one edit an author makes: where their infer checkout is.
-    sed -i "s|path = \"../../sdk\"|path = \"$root/sdk\"|" "$work/$name/Cargo.toml"
+    sed -i "s|path = \"../../|path = \"$root/|" "$work/$name/Cargo.toml"
     start=$(date +%s)
     (cd "$work/$name" && CARGO_TARGET_DIR="$work/target-$name" cargo build --quiet --lib)
     echo "check_examples_out_of_tree: $name builds out of the tree, clean, in $(( $(date +%s) - start )) s"

@@ -4,7 +4,7 @@
 //! leading dims, sliding window, logit soft-capping, any score scale. Rows of several sequences
 //! packed along the token axis attend each to its own cache (continuous batching).
 
-use infer_core::{AttentionOpts, Error, LayerCache, Result, Tensor, Weights};
+use infer_sdk::{AttentionOpts, Error, LayerCache, Result, Tensor, Weights};
 
 use crate::{Linear, Norm, NormKind, RopeAngles, StackedLinear};
 

@@ -7,7 +7,7 @@
 //! Sandwich  x + norm(attn(norm(x)))    -> x + norm(mlp(norm(x)))        Gemma 2 / 3
 //! ```
 
-use infer_core::{Result, Tensor, Weights};
+use infer_sdk::{Result, Tensor, Weights};
 
 use crate::{AttentionConfig, GatedMlp, KvTarget, MlpConfig, Norm, NormKind, RopeAngles, SelfAttention};
 

@@ -2,29 +2,37 @@
 //! GGUF file. GGUF tensor names are mapped from the HF names here, in one place.
 
 use std::path::{Path, PathBuf};
+#[cfg(feature = "gguf")]
 use std::sync::Arc;
 
-use infer_core::{Backend, DType, GgufFile, Result, Weights};
+#[cfg(feature = "gguf")]
+use infer_gguf::GgufFile;
+use infer_sdk::{Backend, DType, Result, Weights};
 
 pub enum Checkpoint {
     Dir(PathBuf),
+    /// A GGUF file (the `gguf` feature, on by default, which links candle's GGUF reader).
+    #[cfg(feature = "gguf")]
     Gguf(Arc<GgufFile>),
 }
 
 impl Checkpoint {
     pub fn open(path: &Path) -> Result<Self> {
+        #[cfg(feature = "gguf")]
         if path.is_file() && path.extension().is_some_and(|e| e == "gguf") {
-            Ok(Checkpoint::Gguf(Arc::new(GgufFile::open(path)?)))
-        } else {
-            Ok(Checkpoint::Dir(path.to_path_buf()))
+            return Ok(Checkpoint::Gguf(Arc::new(GgufFile::open(path)?)));
         }
+        Ok(Checkpoint::Dir(path.to_path_buf()))
     }
 
     /// The checkpoint's weights under HF names.
     pub fn weights(&self, backend: &Backend, dtype: DType, gguf_names: fn(&str) -> String) -> Result<Weights> {
+        #[cfg(not(feature = "gguf"))]
+        let _ = gguf_names;
         match self {
             Checkpoint::Dir(dir) => Weights::from_dir(dir, backend, dtype),
-            Checkpoint::Gguf(g) => infer_core::gguf::weights(g.clone(), backend, dtype, Arc::new(gguf_names)),
+            #[cfg(feature = "gguf")]
+            Checkpoint::Gguf(g) => infer_gguf::weights(g.clone(), backend, dtype, Arc::new(gguf_names)),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use infer_core::{Error, Result};
+use infer_sdk::{Error, Result};
 use serde::de::DeserializeOwned;
 
 /// Parses `dir/config.json` as `T`.

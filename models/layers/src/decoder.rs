@@ -12,8 +12,8 @@
 //! get alone.
 
 use abi_stable::std_types::{ROption, RResult, RSlice, RSliceMut};
-use infer_core::text::causal_lm::check_packed;
-use infer_core::{backend::ffi_result, CausalLm, DType, FfiError, KvCache, ModelInfo, Result, Tensor};
+use infer_sdk::text::causal_lm::check_packed;
+use infer_sdk::{backend::ffi_result, CausalLm, DType, FfiError, KvCache, ModelInfo, Result, Tensor};
 
 use crate::{DecoderLayer, KvTarget, Linear, Norm, RopeAngles, Rotary};
 

@@ -1,6 +1,9 @@
 //! Hyperparameters of the Llama-like decoders, read from config.json or GGUF metadata.
 
-use infer_core::{GgufFile, Result};
+#[cfg(feature = "gguf")]
+use infer_gguf::GgufFile;
+#[cfg(feature = "gguf")]
+use infer_sdk::Result;
 
 #[derive(Debug, Clone)]
 pub struct HParams {
@@ -19,6 +22,7 @@ pub struct HParams {
 
 impl HParams {
     /// From `<arch>.*` GGUF keys (llama.cpp's names).
+    #[cfg(feature = "gguf")]
     pub fn from_gguf(g: &GgufFile, arch: &str) -> Result<Self> {
         let key = |k: &str| format!("{arch}.{k}");
         let hidden = g.usize(&key("embedding_length"))?;

@@ -1,6 +1,6 @@
 //! The linear projection every architecture uses.
 
-use infer_core::{Result, Tensor, Weights};
+use infer_sdk::{Result, Tensor, Weights};
 
 /// `y = x Wᵀ + b`; the weight may be quantized.
 pub struct Linear {
@@ -21,7 +21,7 @@ impl Linear {
     }
 
     /// The weight's dtype (a block format when quantized).
-    pub fn weight_dtype(&self) -> infer_core::DType {
+    pub fn weight_dtype(&self) -> infer_sdk::DType {
         self.weight.dtype()
     }
 
@@ -56,7 +56,7 @@ impl StackedLinear {
     /// As [`StackedLinear::load`], each part saying whether it has a bias. Parts that differ
     /// there (Whisper's k projection has none) stay separate.
     pub fn load_biased(parts: &[(Weights, usize, bool)], in_dim: usize) -> Result<Self> {
-        let first = &parts.first().ok_or_else(|| infer_core::Error::invalid("no linear layers to stack"))?.0;
+        let first = &parts.first().ok_or_else(|| infer_sdk::Error::invalid("no linear layers to stack"))?.0;
         let bias = parts[0].2;
         let same_bias = parts.iter().all(|p| p.2 == bias);
         // Quantized at load, or stored quantized (`infer quantize`) in one format the backend runs.

@@ -6,7 +6,7 @@
 //! x + attn(rms(x)) -> x + mlp(rms(x))          (attn: GQA, RoPE, optional qkv bias / qk norm)
 //! ```
 
-use infer_core::{ModelInfo, ModelLoadOptions, Result, Tensor, Weights};
+use infer_sdk::{ModelInfo, ModelLoadOptions, Result, Tensor, Weights};
 
 use crate::{
     AttentionConfig, BlockConfig, CausalDecoder, DecoderBlock, DecoderLayer, DecoderParts, HParams, Linear, MlpConfig,

@@ -1,7 +1,7 @@
 //! The gated feed-forward of the Llama-like decoders: `down(act(gate(x)) * up(x))`, SwiGLU
 //! (SiLU) or GeGLU (Gemma's tanh GELU).
 
-use infer_core::{Result, Tensor, Weights};
+use infer_sdk::{Result, Tensor, Weights};
 
 use crate::{Linear, StackedLinear};
 
@@ -121,7 +121,7 @@ impl GatedMlp {
                 let [gate, up]: [Tensor; 2] = s
                     .forward(x)?
                     .try_into()
-                    .map_err(|_| infer_core::Error::backend("gate/up projection: expected two outputs"))?;
+                    .map_err(|_| infer_sdk::Error::backend("gate/up projection: expected two outputs"))?;
                 act.apply(&gate)?.mul(&up)?
             }
             GateUp::Separate(gate, up) => act.apply(&gate.forward(x)?)?.mul(&up.forward(x)?)?,

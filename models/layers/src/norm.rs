@@ -1,7 +1,7 @@
 //! The normalization layers: RMSNorm (with Gemma's stored-offset convention), LayerNorm (with an
 //! optional bias), and [`Norm`], either one chosen by a config.
 
-use infer_core::{Result, Tensor, Weights};
+use infer_sdk::{Result, Tensor, Weights};
 
 /// RMSNorm over the last dim: `x / sqrt(mean(x²) + eps) * weight`.
 pub struct RmsNorm {

@@ -2,7 +2,7 @@
 //! A rotary built for fewer dims than the head rotates the leading ones and passes the rest
 //! through (partial rotary: `partial_rotary_factor`, `rotary_dim`).
 
-use infer_core::{Backend, DType, Error, Result, RopeLayout, Tensor};
+use infer_sdk::{Backend, DType, Error, Result, RopeLayout, Tensor};
 
 /// Rotary position embedding frequencies. Angles are computed per forward for the positions it
 /// covers (a few hundred floats), so no table bounds the context length.
@@ -133,7 +133,7 @@ pub struct Llama3Scaling {
 #[cfg(test)]
 mod tests {
     use infer_backend_candle::CandleBackend;
-    use infer_core::{DType, RopeLayout, Tensor};
+    use infer_sdk::{DType, RopeLayout, Tensor};
 
     use super::Rotary;
 

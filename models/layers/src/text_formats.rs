@@ -1,10 +1,10 @@
 //! Text conventions of the model families in this tree, as data for their plugins'
-//! descriptors ([`Architecture`](infer_core::plugin::Architecture)): the turn formats used when a
+//! descriptors ([`Architecture`](infer_sdk::plugin::Architecture)): the turn formats used when a
 //! checkpoint carries no chat template (as llama.cpp falls back to its built-in formats), the
 //! byte-level BPE pre-tokenizers their vocabularies name, and the tokens that end a turn.
 
-use infer_core::__private::abi_stable::std_types::RStr;
-use infer_core::plugin::PreTokenizer;
+use infer_sdk::__private::abi_stable::std_types::RStr;
+use infer_sdk::plugin::PreTokenizer;
 
 // The sources hold no stray whitespace (Rust's `\` line continuations), so no tag needs `-`;
 // the `\n` escapes are the formats' own newlines.
@@ -53,13 +53,13 @@ pub const PRE_TOKENIZERS: &[PreTokenizer] = &[
 /// Tokens that end a turn in the chat formats llama.cpp knows, stopped on when a GGUF
 /// vocabulary has them.
 pub const END_OF_TURN: &[RStr<'static>] =
-    infer_core::rstrs!["<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end|>"];
+    infer_sdk::rstrs!["<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end|>"];
 
 #[cfg(test)]
 mod tests {
     use super::{CHATML, GEMMA_TURNS, LLAMA3_HEADERS};
-    use infer_core::text::chat_template::JinjaTemplate;
-    use infer_core::Message;
+    use infer_sdk::Message;
+    use infer_text::JinjaTemplate;
 
     fn render(source: &str, messages: &[Message]) -> String {
         JinjaTemplate::new(source.to_string(), "<bos>", "<eos>").unwrap().render(messages, true).unwrap()

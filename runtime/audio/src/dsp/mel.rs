@@ -54,7 +54,6 @@ pub struct MelConfig {
     pub log: LogCompression,
 }
 
-
 /// A mel spectrogram: `n_mels` rows of `frames` values (row-major, `(n_mels, frames)` as the
 /// references lay it out).
 #[derive(Debug, Clone, PartialEq)]
