@@ -7,7 +7,6 @@ pub mod serve;
 use std::path::{Path, PathBuf};
 
 use infer_core::{PluginConfig, Registry, Result};
-use serde::Deserialize;
 
 // Link the built-in plugins (their `inventory` registrations).
 use infer_backend_candle as _;
@@ -380,38 +379,16 @@ pub fn library_config(libs: &[&str]) -> Result<PluginConfig> {
     PluginConfig::from_file(&path)
 }
 
-/// `golden.json` written by tools/fixtures.
-#[derive(Debug, Deserialize)]
-pub struct Golden {
-    pub reference: String,
-    pub cases: Vec<GoldenCase>,
-}
+/// The LLM fixtures' `golden.json` and the NaN-aware comparisons: the parity harness plugin
+/// authors use (`infer-parity`).
+pub use infer_parity::{max_abs_diff, worst, Golden, GoldenCase};
 
-#[derive(Debug, Deserialize)]
-pub struct GoldenCase {
-    pub prompt: String,
-    pub ids: Vec<u32>,
-    pub last_logits: Vec<f32>,
-    pub greedy: Vec<u32>,
-}
-
+/// `dir/golden.json` written by tools/fixtures (a test's fixture: a missing one, or one with no
+/// cases for a loop over them to check, is a panic).
 pub fn golden(dir: &Path) -> Golden {
-    let path = dir.join("golden.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Largest absolute difference between two equally long slices; infinite where either holds a
-/// NaN or an infinity, so that no tolerance passes a non-finite output.
-pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "length mismatch");
-    worst(a.iter().zip(b).map(|(x, y)| (x - y).abs()))
-}
-
-/// The largest of some non-negative errors; infinite when any is NaN or infinite. A fold with
-/// `f32::max` drops NaN (`0.0f32.max(NaN)` is 0), which scored an all-NaN waveform 0.
-pub fn worst(errors: impl IntoIterator<Item = f32>) -> f32 {
-    errors.into_iter().fold(0.0, |m, e| if e.is_finite() { m.max(e) } else { f32::INFINITY })
+    let golden = Golden::read(dir).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!golden.cases.is_empty(), "{}: golden.json has no cases", dir.display());
+    golden
 }
 
 /// Pearson's correlation of two equally long slices (in f64); NaN where either holds a NaN or
