@@ -25,6 +25,8 @@ STREAMS = 64
 MAX_TOKENS = 12
 # A dropped stream asks for far more than it reads, so the server is still generating it.
 DROPPED_MAX_TOKENS = 256
+# Completed streams per panicking and failing request.
+FAULT_EVERY = 8
 PROMPTS = [f"Count from {i} to {i + 20}, one number per line." for i in range(16)]
 # How long a cut-off connection may take to be cut: the server's limits are 2-5 s; the rest is
 # this machine's load.
@@ -47,6 +49,8 @@ class Mix:
         self.root = base.rsplit("/v1", 1)[0]
         self.records = []
         self.rss_peak = 0
+        # Streams completed so far: the pace of the requests that make a step fail.
+        self.completed = 0
 
     def record(self, kind, expected, got, **extra):
         self.records.append({"kind": kind, "expected": expected, "got": got, **extra})
@@ -71,9 +75,13 @@ class Mix:
         }
         if drop:
             body["ignore_eos"] = True
+        else:
+            # The usage says how many tokens came: a stream cut by the request timeout also ends
+            # with "length", but short.
+            body["stream_options"] = {"include_usage": True}
         if user:
             body["user"] = user
-        text, chunks, finish, done = "", 0, None, False
+        text, chunks, finish, done, tokens = "", 0, None, False, None
         async with client.stream("POST", f"{self.base}/chat/completions", json=body) as r:
             if r.status_code != 200:
                 await r.aread()
@@ -92,9 +100,11 @@ class Mix:
                 for ch in v["choices"]:
                     text += ch["delta"].get("content") or ""
                     finish = ch.get("finish_reason") or finish
+                if v.get("usage"):
+                    tokens = v["usage"]["completion_tokens"]
                 if drop and chunks >= 3 and finish is None:
                     return {"status": 200, "dropped": True, "text": text}
-        return {"status": 200, "done": done, "text": text, "finish_reason": finish}
+        return {"status": 200, "done": done, "text": text, "finish_reason": finish, "completion_tokens": tokens}
 
     async def stream_round(self, client, n):
         async def one(i):
@@ -105,7 +115,11 @@ class Mix:
             except Exception as e:  # noqa: BLE001 - anything else is a lost request
                 got = {"exception": repr(e)}
             expected = "dropped" if drop else "completed"
-            ok = got.get("dropped") if drop else (got.get("done") and got.get("finish_reason") == "length")
+            ok = got.get("dropped") if drop else (
+                got.get("done") and got.get("finish_reason") == "length" and got.get("completion_tokens") == MAX_TOKENS
+            )
+            if ok and not drop:
+                self.completed += 1
             self.record("stream", expected, "ok" if ok else got, prompt=prompt, text=got.get("text"))
 
         await asyncio.gather(*(one(i) for i in range(n)))
@@ -194,13 +208,27 @@ class Mix:
                                    json={"model": "nope", "messages": [{"role": "user", "content": "hi"}]}),
                 self.expect_status(client, "audio bomb", 413, "POST", "/audio/transcriptions",
                                    files={"file": ("silence.flac", bomb)}, data={"model": self.asr}),
+                self.expect_status(client, "health", 200, "GET", "//health"),
+            )
+
+    async def model_faults(self, client, stop):
+        """A panicking and a failing request per FAULT_EVERY completed streams. Each failed step
+        costs the streams beside it a replay of their tokens so far; sent on a clock, on a slow
+        machine the faults came faster than the replays finished and streams ran into their
+        request timeout. Paced by the streams, the faults per unit of work stay the same."""
+        seen = self.completed
+        while not stop.is_set():
+            if self.completed - seen < FAULT_EVERY:
+                await asyncio.sleep(0.05)
+                continue
+            seen = self.completed
+            await asyncio.gather(
                 self.expect_status(client, "panicking request", 500, "POST", "/chat/completions",
                                    json={"model": self.model, "user": "infer-fault:panic", "max_tokens": 4,
                                          "messages": [{"role": "user", "content": "hi"}]}),
                 self.expect_status(client, "failing step", 500, "POST", "/chat/completions",
                                    json={"model": self.model, "user": "infer-fault:error", "max_tokens": 4,
                                          "messages": [{"role": "user", "content": "hi"}]}),
-                self.expect_status(client, "health", 200, "GET", "//health"),
             )
 
     async def solo(self, client):
@@ -260,12 +288,14 @@ class Mix:
             sampler = asyncio.create_task(self.sample_rss(stop))
             attack_stop = asyncio.Event()
             attacks = asyncio.create_task(self.attacks(client, attack_stop))
+            faults = asyncio.create_task(self.model_faults(client, attack_stop))
             start, rounds = time.time(), 0
             while rounds < 2 or time.time() - start < seconds:
                 await self.stream_round(client, STREAMS)
                 rounds += 1
             attack_stop.set()
             await attacks
+            await faults
             mix_seconds = time.time() - start
             solo = await self.solo(client)
             # Idle: what the server holds once the load is gone.

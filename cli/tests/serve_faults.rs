@@ -168,9 +168,12 @@ fn faults_and_load_lose_no_request() {
         let prompt = r["prompt"].as_str().unwrap();
         assert!(solo[prompt].is_string(), "no solo output for {prompt}");
         assert_eq!(
-            r["text"], solo[prompt],
-            "{prompt}: a completed stream differs from its solo output ({})",
-            r["kind"]
+            r["text"],
+            solo[prompt],
+            "{prompt}: a completed stream differs from its solo output ({}); the server's failed steps and \
+             timeouts:\n{}",
+            r["kind"],
+            server.log().lines().filter(|l| l.contains("timeout") || l.contains("step failed")).collect::<Vec<_>>().join("\n")
         );
     }
     // Bounded memory: the bombs never decode past 30 s of audio, and what the mix leaves over the
