@@ -3,7 +3,7 @@
 //! (an audio codec's activations are 10–20 MB each); with glibc's defaults many of them are fresh
 //! `mmap`s or trimmed heap, so every op pays first-touch page faults again. Measured on the
 //! Qwen3-TTS codec decode (2 s of audio, 2 threads): ~20% faster, same peak RSS
-//! (docs/benchmarks.md). A bf16 text model's prefill gains as much (Qwen3-0.6B's shape, 128
+//! (docs/benchmarks-log.md). A bf16 text model's prefill gains as much (Qwen3-0.6B's shape, 128
 //! tokens, 2 threads on a Xeon with AMX: 128-140 -> 168-181 tok/s); a small GGUF model's
 //! prefill and decode are unchanged. Text commands apply it once the model is loaded: applied
 //! before, a GGUF model's load-time scratch (dequantized and repacked blocks, below the 32 MiB

@@ -21,7 +21,7 @@ use super::state::Carry;
 use super::transformer::{Flavour, Transformer, TransformerShape};
 
 /// Per-stage wall time of a decode, logged at trace level (`INFER_LOG=infer_qwen3_tts=trace`):
-/// the split the codec's profile in docs/benchmarks.md is read from. Costs nothing when off.
+/// the split the codec's profile in docs/benchmarks-log.md is read from. Costs nothing when off.
 struct StageClock {
     last: Option<std::time::Instant>,
 }
