@@ -48,6 +48,8 @@ struct Cli {
 const SPEECH_MODEL_HELP: &str =
     "Speech checkpoint folder (Qwen3-TTS: config.json, model.safetensors, ...). Required: there is no default speech model";
 
+const EMBEDDING_MODEL_HELP: &str = "Text-embedding checkpoint folder (a sentence-transformers folder: Qwen3-Embedding). Required: there is no default embedding model";
+
 const RECOGNIZER_MODEL_HELP: &str = "Speech recognition checkpoint folder (Voxtral Realtime: config.json, model.safetensors and tekken.json, or params.json, consolidated.safetensors and tekken.json). Required: there is no default speech model";
 
 #[derive(Subcommand)]
@@ -71,6 +73,9 @@ enum Command {
     /// Transcribe speech from an audio file or the microphone, offline or streaming.
     #[command(mut_arg("model", |a| a.help(RECOGNIZER_MODEL_HELP)))]
     Transcribe(commands::transcribe::TranscribeArgs),
+    /// Embed texts as vectors (JSON) with a text-embedding model.
+    #[command(mut_arg("model", |a| a.help(EMBEDDING_MODEL_HELP)))]
+    Embed(commands::embed::EmbedArgs),
     /// Serve models over an OpenAI-compatible HTTP API, with continuous batching.
     Serve(commands::serve::ServeArgs),
     /// Write a copy of a speech model's checkpoint with its linear weights quantized (q8_0,
@@ -90,6 +95,7 @@ impl Command {
             Command::Speak(a) => &a.model,
             Command::Voice(a) => &a.model,
             Command::Transcribe(a) => &a.model,
+            Command::Embed(a) => &a.model,
             // One --model: its --backend; a server.toml may name any backend.
             Command::Serve(a) if a.config.is_none() => {
                 return a.backend.as_deref().map_or(BackendNeed::Default, BackendNeed::Named)
@@ -178,6 +184,7 @@ fn main() -> ExitCode {
             Command::Speak(args) => commands::speak::run(&registry, args),
             Command::Voice(args) => commands::voice::run(&registry, args),
             Command::Transcribe(args) => commands::transcribe::run(&registry, args),
+            Command::Embed(args) => commands::embed::run(&registry, args),
             Command::Serve(args) => commands::serve::run(&registry, args),
             Command::Quantize(args) => commands::quantize::run(&registry, args),
         }

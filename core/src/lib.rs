@@ -19,7 +19,9 @@ pub mod registry;
 
 pub use infer_audio::{audio_io, dsp};
 pub use infer_gguf as gguf;
-pub use infer_sdk::{audio, backend, codec_ffi, dtype, error, op, recognizer_ffi, speech_ffi, tensor, weights};
+pub use infer_sdk::{
+    audio, backend, codec_ffi, dtype, embed, embed_ffi, error, op, recognizer_ffi, speech_ffi, tensor, weights,
+};
 pub use infer_sdk::{export_plugin_library, register_backend, register_model, rstrs};
 
 /// The text contracts ([`infer_sdk::text`]) and the text runtime ([`infer_text`]) under one path.

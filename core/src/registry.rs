@@ -9,9 +9,11 @@ use crate::audio::{AudioCodec, SpeechRecognizer, SpeechSynthesizer};
 use crate::backend::lift;
 use crate::checkpoint_info::CheckpointInfo;
 use crate::codec_ffi::HostCodec;
+use crate::embed::TextEmbedder;
+use crate::embed_ffi::HostEmbedder;
 use crate::plugin::{
     self, library, Architecture, AudioCodecKind, BackendPlugin, Kind, ModelKind, ModelLoadOptions, ModelPluginRef,
-    SpeechRecognition, SpeechSynthesis, TextGeneration,
+    SpeechRecognition, SpeechSynthesis, TextEmbedding, TextGeneration,
 };
 use crate::plugin_config::PluginConfig;
 use crate::recognizer_ffi::HostRecognizer;
@@ -502,6 +504,21 @@ impl Registry {
         let path_str = ckpt.path.to_string_lossy();
         let model = lift(load(path_str.as_ref().into(), &backend, &options))?;
         Ok(Box::new(HostCodec(model)))
+    }
+}
+
+impl Registry {
+    /// Loads a text embedder (Qwen3-Embedding, ...): the plugin that provides embeddings for the
+    /// checkpoint's `model_type`, the backend from `cfg`.
+    pub fn load_embedder(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn TextEmbedder>> {
+        let ckpt = self.inspect(path)?;
+        let entry = self.model_plugin(ModelKind::TextEmbedding, &ckpt.model_type)?;
+        let load = entry.extension::<TextEmbedding>()?.load();
+        let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
+        let options = load_options(cfg);
+        let path_str = ckpt.path.to_string_lossy();
+        let model = lift(load(path_str.as_ref().into(), &backend, &options))?;
+        Ok(Box::new(HostEmbedder(model)))
     }
 }
 

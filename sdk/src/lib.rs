@@ -6,6 +6,7 @@
 //! - text contracts ([`TextModel`], [`CausalLm`], [`Tokenizer`], KV caches);
 //! - audio contracts ([`audio::SpeechSynthesizer`], [`audio::SpeechRecognizer`],
 //!   [`audio::AudioCodec`]);
+//! - the text-embedding contract ([`embed::TextEmbedder`]);
 //! - the plugin ABI ([`plugin`]) and its registration macros.
 //!
 //! It depends on no ML library, tokenizer, template engine or audio codec: those live in the
@@ -16,6 +17,8 @@ pub mod audio;
 pub mod backend;
 pub mod codec_ffi;
 pub mod dtype;
+pub mod embed;
+pub mod embed_ffi;
 pub mod error;
 pub mod op;
 pub mod plugin;

@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod chat;
+pub mod embed;
 pub mod info;
 mod mic;
 pub mod plugins;

@@ -69,11 +69,13 @@ pub fn run(registry: &Registry, args: PluginsArgs) -> Result<()> {
     println!("{:<8} {:<14} {:<9} {:<28} ORIGIN", "KIND", "NAME", "VERSION", "HANDLES");
     for (row, handles) in backends.iter().map(|b| (b, "devices")).chain(models.iter().map(|m| (m, "architectures"))) {
         let avail = if row["available"] == false { " (unavailable)" } else { "" };
-        // Models show what they do: text, tts (speech synthesis), stt (speech recognition).
+        // Models show what they do: text, tts (speech synthesis), stt (speech recognition),
+        // embed (text embedding).
         let kind = match text(&row["model_kind"]).as_str() {
             "" => text(&row["kind"]),
             "speechsynthesis" => "tts".into(),
             "speechrecognition" => "stt".into(),
+            "textembedding" => "embed".into(),
             other => other.into(),
         };
         println!(

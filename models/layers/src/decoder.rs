@@ -84,9 +84,9 @@ impl CausalDecoder {
         self.logits(&x)
     }
 
-    /// `tokens` (1, total): `lens[i]` new tokens for `caches[i]`, back to back. Logits of each
-    /// sequence's last row, (sequences, vocab).
-    fn run_packed(&self, tokens: &Tensor, lens: &[usize], caches: &mut [KvCache]) -> Result<Tensor> {
+    /// `tokens` (1, total): `lens[i]` new tokens for `caches[i]`, back to back, through every
+    /// layer: the hidden states before the final norm, (1, total, hidden).
+    fn layers_packed(&self, tokens: &Tensor, lens: &[usize], caches: &mut [KvCache]) -> Result<Tensor> {
         let p = &self.parts;
         check_packed(tokens, lens, caches.len())?;
         let backend = tokens.backend();
@@ -105,6 +105,12 @@ impl CausalDecoder {
             let mut kv = KvTarget::Packed { lens, caches: layer_caches };
             x = layer.forward(&x, &angles[p.layer_rope[i]], &mut kv)?;
         }
+        Ok(x)
+    }
+
+    /// [`Self::layers_packed`], then logits of each sequence's last row, (sequences, vocab).
+    fn run_packed(&self, tokens: &Tensor, lens: &[usize], caches: &mut [KvCache]) -> Result<Tensor> {
+        let x = self.layers_packed(tokens, lens, caches)?;
         // Only each sequence's last row goes through the head.
         let last: Vec<u32> = lens
             .iter()
@@ -113,10 +119,23 @@ impl CausalDecoder {
                 Some((*end - 1) as u32)
             })
             .collect();
-        let x = x.index_select(&Tensor::from_u32(backend, &last, &[last.len()])?, 1)?;
+        let x = x.index_select(&Tensor::from_u32(tokens.backend(), &last, &[last.len()])?, 1)?;
         let logits = self.logits(&x)?;
         let vocab = logits.dim(-1);
         logits.reshape(&[lens.len(), vocab])
+    }
+
+    /// The final hidden states (after the final norm, no head) of every row of a packed batch,
+    /// f32 (1, total, hidden): what an embedding model pools. Each sequence attends only to its
+    /// own rows and cache, so a batch needs no padding.
+    pub fn hidden_states_packed(&self, tokens: &Tensor, lens: &[usize], caches: &mut [KvCache]) -> Result<Tensor> {
+        let x = self.layers_packed(tokens, lens, caches)?;
+        self.parts.norm.forward(&x)?.to_dtype(DType::F32)
+    }
+
+    /// A fresh cache per sequence of a batch (unbounded, each layer's window kept).
+    pub fn fresh_caches(&self, sequences: usize) -> Vec<KvCache> {
+        (0..sequences).map(|_| KvCache::new(self.parts.layer_windows.iter().copied())).collect()
     }
 }
 

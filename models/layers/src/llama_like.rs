@@ -26,7 +26,9 @@ impl HParams {
 }
 
 /// A decoder of `hp.layers` blocks under `model.layers.{i}`, block `i` configured by `block(i)`
-/// (its attention window is its cache's), one `rotary` for every layer.
+/// (its attention window is its cache's), one `rotary` for every layer. A bare decoder saved
+/// without its head (transformers' `Qwen3Model`: `layers.{i}`, `embed_tokens`, `norm` at the
+/// root) loads too, its head tied to the embeddings.
 pub fn build(
     architecture: &str,
     hp: &HParams,
@@ -35,7 +37,8 @@ pub fn build(
     opts: &ModelLoadOptions,
     block: impl Fn(usize) -> BlockConfig,
 ) -> Result<CausalDecoder> {
-    let m = w.prefixed("model");
+    let bare = !w.contains("model.embed_tokens.weight") && w.contains("embed_tokens.weight");
+    let m = if bare { w.clone() } else { w.prefixed("model") };
     let configs: Vec<BlockConfig> = (0..hp.layers).map(block).collect();
     let layer_windows = configs.iter().map(|c| c.attention.window).collect();
     let layers = DecoderBlock::load_stack(&m, hp.layers, |i| configs[i].clone())?

@@ -2,15 +2,17 @@
 //! hyperparameters, names and quirks) and one registration each; the decoder skeleton, the blocks
 //! and the checkpoint mapping are `infer-layers`' (docs/layers.md).
 
+pub mod embedding;
 pub mod gemma3;
 pub mod llama;
 pub mod qwen2;
 pub mod qwen3;
+pub mod qwen3_embedding;
 
 /// Where they lived before `infer-layers` had them (the fuzz targets name these paths).
 pub use infer_layers::{checkpoint, hparams};
 
-use infer_core::plugin::{Architecture, TextGeneration};
+use infer_core::plugin::{Architecture, TextEmbedding, TextGeneration};
 use infer_layers::text_formats::{CHATML, END_OF_TURN, GEMMA_TURNS, LLAMA3_HEADERS, PRE_TOKENIZERS};
 
 /// What every architecture here shares: the vocabularies' pre-tokenizers and end-of-turn tokens.
@@ -53,4 +55,13 @@ infer_core::register_model! {
         text_model("gemma3_text").chat_format("Gemma turns", GEMMA_TURNS),
     ],
     kinds: [TextGeneration => gemma3::load],
+}
+
+// Its own plugin: the registry picks a plugin per kind, so it claims qwen3 for embeddings only
+// and leaves the qwen3 text plugin as it is.
+infer_core::register_model! {
+    name: "qwen3-embedding",
+    description: "Qwen3 text embeddings (Qwen3-Embedding sentence-transformers folders)",
+    architectures: [Architecture::named("qwen3")],
+    kinds: [TextEmbedding => qwen3_embedding::load],
 }

@@ -16,6 +16,8 @@ use super::extension::{ffi_load, Kind, Loader};
 use super::ModelLoadOptions;
 use crate::audio::{AudioCodec, SpeechRecognizer, SpeechSynthesizer};
 use crate::codec_ffi::{CodecModelBox, PluginCodec};
+use crate::embed::TextEmbedder;
+use crate::embed_ffi::{EmbedderModelBox, PluginEmbedder};
 use crate::recognizer_ffi::{PluginRecognizer, RecognizerModelBox};
 use crate::speech_ffi::{PluginSpeech, SpeechModelBox};
 use crate::text::causal_lm::{CausalLm, CausalLmBox, CausalLm_TO};
@@ -158,5 +160,40 @@ impl Kind for AudioCodecKind {
 impl<M: AudioCodec + 'static> IntoKind<AudioCodecKind> for M {
     fn into_boxed(self) -> CodecModelBox {
         PluginCodec::boxed(self)
+    }
+}
+
+/// Text embedding: texts to vectors ([`TextEmbedder`]).
+pub struct TextEmbedding;
+
+/// The vtable of [`TextEmbedding`].
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = TextEmbeddingVtable)))]
+#[sabi(missing_field(panic))]
+pub struct TextEmbeddingFns {
+    #[sabi(last_prefix_field)]
+    pub load: extern "C" fn(
+        path: RStr<'_>,
+        backend: &Backend,
+        options: &ModelLoadOptions,
+    ) -> RResult<EmbedderModelBox, FfiError>,
+}
+
+impl Kind for TextEmbedding {
+    const ID: &'static str = "infer.text-embedding/1";
+    const NAME: &'static str = "text embedding";
+    type Boxed = EmbedderModelBox;
+    type Vtable = TextEmbeddingVtable;
+    fn vtable<L: Loader<Self>>() -> TextEmbeddingVtable {
+        TextEmbeddingVtable(PrefixRef::from_ref(
+            const { &WithMetadata::new(TextEmbeddingFns { load: ffi_load::<Self, L> }) },
+        ))
+    }
+}
+
+impl<M: TextEmbedder + 'static> IntoKind<TextEmbedding> for M {
+    fn into_boxed(self) -> EmbedderModelBox {
+        PluginEmbedder::boxed(self)
     }
 }

@@ -15,7 +15,7 @@ pub mod library;
 
 pub use architecture::{Architecture, ChatFormat, PreTokenizer};
 pub use extension::{Extension, Kind, Loader};
-pub use kinds::{AudioCodecKind, IntoKind, SpeechRecognition, SpeechSynthesis, TextGeneration};
+pub use kinds::{AudioCodecKind, IntoKind, SpeechRecognition, SpeechSynthesis, TextEmbedding, TextGeneration};
 
 use std::path::Path;
 
@@ -84,12 +84,18 @@ pub enum ModelKind {
     SpeechSynthesis,
     SpeechRecognition,
     AudioCodec,
+    TextEmbedding,
 }
 
 impl ModelKind {
     /// Every kind infer defines.
-    pub const ALL: [ModelKind; 4] =
-        [ModelKind::Text, ModelKind::SpeechSynthesis, ModelKind::SpeechRecognition, ModelKind::AudioCodec];
+    pub const ALL: [ModelKind; 5] = [
+        ModelKind::Text,
+        ModelKind::SpeechSynthesis,
+        ModelKind::SpeechRecognition,
+        ModelKind::AudioCodec,
+        ModelKind::TextEmbedding,
+    ];
 
     /// The extension id of this kind.
     pub fn id(self) -> &'static str {
@@ -98,6 +104,7 @@ impl ModelKind {
             ModelKind::SpeechSynthesis => <SpeechSynthesis as Kind>::ID,
             ModelKind::SpeechRecognition => <SpeechRecognition as Kind>::ID,
             ModelKind::AudioCodec => <AudioCodecKind as Kind>::ID,
+            ModelKind::TextEmbedding => <TextEmbedding as Kind>::ID,
         }
     }
 
@@ -108,6 +115,7 @@ impl ModelKind {
             ModelKind::SpeechSynthesis => <SpeechSynthesis as Kind>::NAME,
             ModelKind::SpeechRecognition => <SpeechRecognition as Kind>::NAME,
             ModelKind::AudioCodec => <AudioCodecKind as Kind>::NAME,
+            ModelKind::TextEmbedding => <TextEmbedding as Kind>::NAME,
         }
     }
 }
