@@ -66,7 +66,7 @@ fn python() -> String {
 /// Ten minutes of 16 kHz silence as FLAC: a few kilobytes that decode to 38 MB of f32, twenty
 /// times the server's `max_audio_seconds` here.
 fn audio_bomb(dir: &std::path::Path) -> PathBuf {
-    let audio = Audio { samples: vec![0.0; 16_000 * 600], sample_rate: 16_000 };
+    let audio = Audio::new(vec![0.0; 16_000 * 600], 16_000);
     let bytes = encode_audio(&audio, AudioFormat::Flac).expect("encode the bomb");
     assert!(bytes.len() < 200_000, "the bomb is {} bytes: not a bomb", bytes.len());
     let path = dir.join("silence.flac");

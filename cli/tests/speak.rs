@@ -144,9 +144,9 @@ fn bad_speech_requests_give_one_line_errors() {
     assert_clean_error(&with(base("Hi."), &["--language", "klingon"]), &["unknown language `klingon`"]);
 
     let silent = tmp.path().join("silent.wav");
-    write_audio(&silent, &Audio { samples: vec![0.0; 48000], sample_rate: 24000 }, Some(AudioFormat::Wav)).unwrap();
+    write_audio(&silent, &Audio::new(vec![0.0; 48000], 24000), Some(AudioFormat::Wav)).unwrap();
     let short = tmp.path().join("short.wav");
-    write_audio(&short, &Audio { samples: vec![0.3; 2400], sample_rate: 24000 }, Some(AudioFormat::Wav)).unwrap();
+    write_audio(&short, &Audio::new(vec![0.3; 2400], 24000), Some(AudioFormat::Wav)).unwrap();
     let text_file = tmp.path().join("notes.wav");
     std::fs::write(&text_file, "this is not audio").unwrap();
     for (path, needle) in [(&silent, "silent"), (&short, "short"), (&text_file, "notes.wav")] {

@@ -160,7 +160,7 @@ fn resampled_and_stereo_wavs_are_transcribed() {
         let interleaved: Vec<f32> = reader.samples::<i16>().map(|s| s.unwrap() as f32 / 32768.0).collect();
         let mono: Vec<f32> =
             interleaved.chunks_exact(channels).map(|f| f.iter().sum::<f32>() / channels as f32).collect();
-        let at16 = resample(&Audio { samples: mono, sample_rate: rate }, 16_000).unwrap();
+        let at16 = resample(&Audio::new(mono, rate), 16_000).unwrap();
         let wav16 = tmp.path().join(format!("{name}.16k.wav"));
         write_wav_f32(&wav16, &at16);
         let (ours, reference) = (text_of(wav), text_of(&wav16));

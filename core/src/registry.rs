@@ -369,6 +369,9 @@ impl Registry {
             .filter(|m| m.plugin.provides(kind_id))
             .find(|m| m.plugin.architecture(model_type).is_some())
             .ok_or_else(|| {
+                if let Some(e) = self.other_version_of(kind_id, model_type) {
+                    return e;
+                }
                 let mut known: Vec<&str> = self
                     .models
                     .iter()
@@ -378,6 +381,26 @@ impl Registry {
                 known.sort_unstable();
                 Error::UnknownModelType { model_type: model_type.to_string(), known: known.join(", ") }
             })
+    }
+
+    /// A plugin that claims `model_type` and provides the kind `kind_id` under another version
+    /// of its id (built against an SDK whose layouts differ): the error that says so, not an
+    /// unknown model type.
+    fn other_version_of(&self, kind_id: &str, model_type: &str) -> Option<Error> {
+        let stem = |id: &str| id.rsplit_once('/').map_or(id, |(s, _)| s).to_string();
+        let (entry, theirs) =
+            self.models.iter().filter(|m| m.plugin.architecture(model_type).is_some()).find_map(|m| {
+                m.plugin
+                    .extensions()
+                    .iter()
+                    .find(|e| stem(e.id.as_str()) == stem(kind_id))
+                    .map(|e| (m, e.id.to_string()))
+            })?;
+        Some(Error::unsupported(format!(
+            "model plugin {} ({}) provides {theirs}, this host needs {kind_id}: rebuild it against this infer-sdk",
+            entry.plugin.name(),
+            entry.origin
+        )))
     }
 
     /// Loads a text model: picks the plugin from the checkpoint's `model_type`, the backend

@@ -16,7 +16,7 @@ struct Input {
 }
 
 fuzz_target!(|x: Input| {
-    let audio = Audio { samples: x.samples.clone(), sample_rate: x.from };
+    let audio = Audio::new(x.samples.clone(), x.from);
     let whole = resample(&audio, x.to);
     let Ok(mut s) = StreamResampler::new(x.from, x.to) else {
         assert!(whole.is_err() || x.from == x.to || x.samples.is_empty(), "resample and StreamResampler disagree");

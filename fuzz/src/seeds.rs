@@ -104,8 +104,8 @@ fn audio_seeds() -> Vec<(String, Vec<u8>)> {
     .collect();
     // A short clip in every format `infer speak` writes (what a user feeds back in).
     let rate = 16_000;
-    let samples = (0..800).map(|i| (i as f32 * 0.17).sin() * 0.4).collect();
-    let clip = Audio { samples, sample_rate: rate };
+    let samples: Vec<f32> = (0..800).map(|i| (i as f32 * 0.17).sin() * 0.4).collect();
+    let clip = Audio::new(samples, rate);
     for (hint, format) in AudioFormat::ALL.iter().enumerate() {
         if !format.available() || *format == AudioFormat::Pcm {
             continue;

@@ -1,17 +1,34 @@
 //! Audio contracts: go-inference has no speech API, so these are ours. Implementations arrive
 //! with the audio model plugins (Qwen3-TTS, Voxtral TTS, Voxtral Realtime).
+//!
+//! The data types here cross the plugin boundary as they are (`#[repr(C)]`, derived
+//! [`StableAbi`]), so what holds a string or a vector holds abi_stable's `RString` / `RVec` /
+//! `ROption`: they deref to `str` / slices, convert from and to the std types with `.into()`, and
+//! free their memory through the library that allocated it.
+
+// abi_stable's derives expand to impls rustc now lints as non-local.
+#![allow(non_local_definitions)]
+
+// Re-exported so plugin authors and hosts need no abi_stable dependency of their own.
+pub use abi_stable::std_types::{RNone, ROption, RSlice, RSome, RString, RVec};
+use abi_stable::StableAbi;
 
 use crate::text::types::CancelToken;
 use crate::Result;
 
 /// Mono PCM samples in [-1, 1] at `sample_rate`.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[repr(C)]
+#[derive(Debug, Clone, Default, PartialEq, StableAbi)]
 pub struct Audio {
-    pub samples: Vec<f32>,
+    pub samples: RVec<f32>,
     pub sample_rate: u32,
 }
 
 impl Audio {
+    pub fn new(samples: impl Into<RVec<f32>>, sample_rate: u32) -> Self {
+        Audio { samples: samples.into(), sample_rate }
+    }
+
     pub fn duration_secs(&self) -> f64 {
         if self.sample_rate == 0 {
             0.0
@@ -22,31 +39,33 @@ impl Audio {
 }
 
 /// Who speaks: a named preset stored with the model, or a reference recording to clone.
-#[derive(Debug, Clone)]
+#[repr(u8)]
+#[derive(Debug, Clone, PartialEq, StableAbi)]
 pub enum Voice {
     Default,
-    Preset(String),
+    Preset(RString),
     /// Cloning from reference audio; with its transcript, in-context cloning where supported.
     Reference {
         audio: Audio,
-        transcript: Option<String>,
+        transcript: ROption<RString>,
     },
 }
 
-#[derive(Debug, Clone)]
+#[repr(C)]
+#[derive(Debug, Clone, PartialEq, StableAbi)]
 pub struct SpeechOptions {
     pub voice: Voice,
-    /// Language name or code; `None` lets the model decide.
-    pub language: Option<String>,
+    /// Language name or code; `RNone` lets the model decide.
+    pub language: ROption<RString>,
     /// 0 is greedy.
     pub temperature: f32,
     pub top_k: usize,
     pub top_p: f32,
     pub repeat_penalty: f32,
     /// Sampling of the remaining codebooks of a frame, for models that predict them separately
-    /// (Qwen3-TTS's code predictor); `None` uses `temperature` / `top_k` / `top_p`.
-    pub codebook_sampling: Option<CodebookSampling>,
-    pub seed: Option<u64>,
+    /// (Qwen3-TTS's code predictor); `RNone` uses `temperature` / `top_k` / `top_p`.
+    pub codebook_sampling: ROption<CodebookSampling>,
+    pub seed: ROption<u64>,
     /// Upper bound on generated codec frames.
     pub max_frames: usize,
     /// Decode and deliver audio every this many frames while generating (0: once, at the end).
@@ -57,14 +76,15 @@ pub struct SpeechOptions {
     pub first_chunk_frames: usize,
     /// Recorded noise to use instead of the random generator, for models that draw noise per
     /// frame (Voxtral TTS's flow matching): reproduces a reference run that recorded its draws.
-    pub injected_noise: Option<InjectedNoise>,
+    pub injected_noise: ROption<InjectedNoise>,
 }
 
 /// Standard-normal draws recorded elsewhere: row `j` (`width` values) serves the model's `j`-th
 /// draw; running out of rows is an error.
-#[derive(Debug, Clone, PartialEq)]
+#[repr(C)]
+#[derive(Debug, Clone, PartialEq, StableAbi)]
 pub struct InjectedNoise {
-    pub values: Vec<f32>,
+    pub values: RVec<f32>,
     pub width: usize,
 }
 
@@ -95,7 +115,8 @@ impl InjectedNoise {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, StableAbi)]
 pub struct CodebookSampling {
     /// 0 is greedy.
     pub temperature: f32,
@@ -119,23 +140,24 @@ impl Default for SpeechOptions {
     fn default() -> Self {
         SpeechOptions {
             voice: Voice::Default,
-            language: None,
+            language: ROption::RNone,
             temperature: 0.9,
             top_k: 50,
             top_p: 1.0,
             repeat_penalty: 1.05,
-            codebook_sampling: None,
-            seed: None,
+            codebook_sampling: ROption::RNone,
+            seed: ROption::RNone,
             max_frames: 4096,
             stream_frames: 0,
             first_chunk_frames: 0,
-            injected_noise: None,
+            injected_noise: ROption::RNone,
         }
     }
 }
 
 /// Measurements of one synthesis or transcription.
-#[derive(Debug, Clone, Default)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, StableAbi)]
 pub struct AudioMetrics {
     pub audio_seconds: f64,
     pub wall_seconds: f64,
@@ -150,11 +172,12 @@ pub struct AudioMetrics {
 
 /// What a synthesizer delivers as it goes: new audio (possibly none yet) and the codec frames
 /// generated since the previous chunk.
-#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, StableAbi)]
 pub struct SpeechChunk<'a> {
-    pub samples: &'a [f32],
+    pub samples: RSlice<'a, f32>,
     /// New frames, row-major `[frame][codebook]`.
-    pub codes: &'a [u32],
+    pub codes: RSlice<'a, u32>,
     pub num_codebooks: usize,
     /// Frames generated so far, and the bound on them.
     pub frames_done: usize,
@@ -183,35 +206,38 @@ pub trait SpeechSynthesizer: Send + Sync {
     fn synthesize_all(&self, text: &str, options: &SpeechOptions) -> Result<(Audio, AudioMetrics)> {
         let mut samples = Vec::new();
         let metrics = self.synthesize(text, options, &CancelToken::new(), &mut |c| {
-            samples.extend_from_slice(c.samples);
+            samples.extend_from_slice(&c.samples);
             true
         })?;
-        Ok((Audio { samples, sample_rate: self.sample_rate() }, metrics))
+        Ok((Audio::new(samples, self.sample_rate()), metrics))
     }
 }
 
 /// How to transcribe. Every field has a default the model chooses.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[repr(C)]
+#[derive(Debug, Clone, Default, PartialEq, StableAbi)]
 pub struct RecognitionOptions {
-    /// Language name or code; `None` lets the model decide.
-    pub language: Option<String>,
+    /// Language name or code; `RNone` lets the model decide.
+    pub language: ROption<RString>,
     /// How far the text may lag the audio, in ms, for models that trade latency for accuracy
-    /// (Voxtral Realtime); `None` uses the checkpoint's default.
-    pub delay_ms: Option<u32>,
+    /// (Voxtral Realtime); `RNone` uses the checkpoint's default.
+    pub delay_ms: ROption<u32>,
     /// Bound on generated tokens (0: the model's own bound).
     pub max_tokens: usize,
 }
 
 /// Text decided since the previous delta, and every token id generated for it (control tokens
 /// included).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[repr(C)]
+#[derive(Debug, Clone, Default, PartialEq, StableAbi)]
 pub struct TranscriptDelta {
-    pub text: String,
-    pub tokens: Vec<u32>,
+    pub text: RString,
+    pub tokens: RVec<u32>,
 }
 
 /// Measurements of one transcription (offline or a whole session).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, StableAbi)]
 pub struct RecognitionMetrics {
     /// Audio consumed, in seconds.
     pub audio_seconds: f64,
@@ -230,11 +256,12 @@ pub struct RecognitionMetrics {
 }
 
 /// A finished transcription.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[repr(C)]
+#[derive(Debug, Clone, Default, PartialEq, StableAbi)]
 pub struct Transcript {
-    pub text: String,
+    pub text: RString,
     /// Every id the decoder generated, control tokens included.
-    pub tokens: Vec<u32>,
+    pub tokens: RVec<u32>,
     pub metrics: RecognitionMetrics,
 }
 

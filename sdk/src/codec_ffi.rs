@@ -1,7 +1,7 @@
 //! The audio-codec contract across a plugin boundary. A plugin implements the plain Rust
 //! [`AudioCodec`]; its registration wraps it in [`PluginCodec`] (FFI-safe, panics caught), and
 //! the host wraps what it loads in [`HostCodec`], an `AudioCodec` again. Codes cross as one
-//! row-major `[frame][codebook]` slice, samples as one slice and their rate.
+//! row-major `[frame][codebook]` slice, audio as [`Audio`] (which derives `StableAbi`).
 
 // abi_stable's sabi_trait expands to impls rustc now lints as non-local.
 #![allow(non_local_definitions)]
@@ -10,20 +10,11 @@ use abi_stable::{
     sabi_trait,
     sabi_trait::TD_Opaque,
     std_types::{RBox, RResult, RSlice, RVec},
-    StableAbi,
 };
 
 use crate::audio::{Audio, AudioCodec};
 use crate::backend::{ffi_result, lift};
 use crate::{Error, FfiError, Result};
-
-/// Decoded audio as it crosses.
-#[repr(C)]
-#[derive(StableAbi)]
-pub struct AudioFfi {
-    pub samples: RVec<f32>,
-    pub sample_rate: u32,
-}
 
 /// The FFI form of [`AudioCodec`].
 #[sabi_trait]
@@ -31,10 +22,10 @@ pub trait CodecModel: Send + Sync {
     fn sample_rate(&self) -> u32;
     fn frame_rate(&self) -> f64;
     fn num_codebooks(&self) -> u64;
-    /// Codes of `samples` (at `rate`), row-major `[frame][codebook]`.
-    fn encode(&self, samples: RSlice<'_, f32>, rate: u32) -> RResult<RVec<u32>, FfiError>;
+    /// Codes of `audio`, row-major `[frame][codebook]`.
+    fn encode(&self, audio: &Audio) -> RResult<RVec<u32>, FfiError>;
     /// Audio of `codes`, row-major `[frame][codebook]`.
-    fn decode(&self, codes: RSlice<'_, u32>) -> RResult<AudioFfi, FfiError>;
+    fn decode(&self, codes: RSlice<'_, u32>) -> RResult<Audio, FfiError>;
 }
 
 pub type CodecModelBox = CodecModel_TO<'static, RBox<()>>;
@@ -61,22 +52,18 @@ impl<M: AudioCodec> CodecModel for PluginCodec<M> {
         crate::catch_panic("num_codebooks", || Ok(self.0.num_codebooks() as u64)).unwrap_or(0)
     }
 
-    fn encode(&self, samples: RSlice<'_, f32>, rate: u32) -> RResult<RVec<u32>, FfiError> {
-        ffi_result("codec encode", || {
-            let audio = Audio { samples: samples.to_vec(), sample_rate: rate };
-            Ok(self.0.encode(&audio)?.into_iter().flatten().collect())
-        })
+    fn encode(&self, audio: &Audio) -> RResult<RVec<u32>, FfiError> {
+        ffi_result("codec encode", || Ok(self.0.encode(audio)?.into_iter().flatten().collect()))
     }
 
-    fn decode(&self, codes: RSlice<'_, u32>) -> RResult<AudioFfi, FfiError> {
+    fn decode(&self, codes: RSlice<'_, u32>) -> RResult<Audio, FfiError> {
         ffi_result("codec decode", || {
             let width = self.0.num_codebooks().max(1);
             if !codes.len().is_multiple_of(width) {
                 return Err(Error::Shape(format!("{} codes are not whole frames of {width} codebooks", codes.len())));
             }
             let frames: Vec<Vec<u32>> = codes.chunks(width).map(<[u32]>::to_vec).collect();
-            let audio = self.0.decode(&frames)?;
-            Ok(AudioFfi { samples: audio.samples.into(), sample_rate: audio.sample_rate })
+            self.0.decode(&frames)
         })
     }
 }
@@ -98,14 +85,13 @@ impl AudioCodec for HostCodec {
     }
 
     fn encode(&self, audio: &Audio) -> Result<Vec<Vec<u32>>> {
-        let flat = lift(self.0.encode(audio.samples.as_slice().into(), audio.sample_rate))?;
+        let flat = lift(self.0.encode(audio))?;
         let width = self.num_codebooks().max(1);
         Ok(flat.chunks(width).map(<[u32]>::to_vec).collect())
     }
 
     fn decode(&self, codes: &[Vec<u32>]) -> Result<Audio> {
         let flat: Vec<u32> = codes.iter().flatten().copied().collect();
-        let a = lift(self.0.decode(flat.as_slice().into()))?;
-        Ok(Audio { samples: a.samples.into_vec(), sample_rate: a.sample_rate })
+        lift(self.0.decode(flat.as_slice().into()))
     }
 }

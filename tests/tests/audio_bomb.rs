@@ -86,7 +86,7 @@ fn a_wav_claiming_hours_decodes_what_it_holds() {
 fn every_format_stops_past_the_limit() {
     let rate = 24_000;
     let tone: Vec<f32> = (0..rate * 3).map(|i| 0.3 * (i as f32 * 0.05).sin()).collect();
-    let audio = Audio { samples: tone, sample_rate: rate as u32 };
+    let audio = Audio::new(tone, rate as u32);
     for format in [AudioFormat::Wav, AudioFormat::Flac, AudioFormat::Mp3, AudioFormat::Opus] {
         let bytes = encode_audio(&audio, format).unwrap();
         let name = format!("tone.{}", format.extension());

@@ -139,7 +139,7 @@ fn lossless_round_trips_are_exact() {
         write_audio(&path, &x, fmt).unwrap();
         let back = read_audio(&path).unwrap();
         assert_eq!((back.info.sample_rate, back.info.channels), (24_000, 1), "{name}");
-        let want = if fmt == Some(AudioFormat::WavF32) { x.samples.clone() } else { quantised(&x.samples) };
+        let want = if fmt == Some(AudioFormat::WavF32) { x.samples.to_vec() } else { quantised(&x.samples) };
         assert_eq!(back.audio.samples, want, "{name}: not bit-exact");
     }
     // Raw pcm: s16le, no header.
@@ -231,7 +231,7 @@ fn resampling_matches_soxr() {
     for (from, to) in SOXR_PAIRS {
         let x = get(&format!("{from}-{to}.input"));
         let want = get(&format!("{from}-{to}.output"));
-        let whole = resample(&Audio { samples: x.clone(), sample_rate: from }, to).unwrap().samples;
+        let whole = resample(&Audio::new(x.clone(), from), to).unwrap().samples.into_vec();
         let mut s = StreamResampler::new(from, to).unwrap();
         let mut streamed = Vec::new();
         for c in x.chunks(317) {
@@ -337,7 +337,7 @@ fn bad_input_gives_clear_errors() {
     assert!(err(&missing).contains("missing.wav"), "{}", err(&missing));
 
     let no_samples = tmp(dir.path(), "zero.wav");
-    write_audio(&no_samples, &Audio { samples: vec![], sample_rate: 16_000 }, None).unwrap();
+    write_audio(&no_samples, &Audio::new(vec![], 16_000), None).unwrap();
     assert!(err(&no_samples).contains("holds no audio samples"), "{}", err(&no_samples));
 
     let truncated = tmp(dir.path(), "cut.wav");
@@ -349,7 +349,7 @@ fn bad_input_gives_clear_errors() {
     // Silent and too-short references, read from real files.
     let limits = AudioLimits::default();
     let silent = tmp(dir.path(), "silent.wav");
-    write_audio(&silent, &Audio { samples: vec![0.0; 48_000], sample_rate: 24_000 }, None).unwrap();
+    write_audio(&silent, &Audio::new(vec![0.0; 48_000], 24_000), None).unwrap();
     let a = read_audio(&silent).unwrap().audio;
     let e = check_audio(&a, &limits, "reference audio silent.wav").unwrap_err().to_string();
     assert!(e.contains("silent.wav: silent"), "{e}");

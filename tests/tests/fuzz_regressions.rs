@@ -163,7 +163,7 @@ fn sample_rates_outside_the_audio_range_are_an_error() {
     for (from, to) in [(0xffff_ff0a, 0x0a0a), (1, 24_000), (24_000, 1), (16_000, 4_000_000)] {
         let err = StreamResampler::new(from, to).err().expect("refused").to_string();
         assert!(err.contains("sample rates must be 1000 to 768000 Hz"), "{err}");
-        let audio = Audio { samples: vec![0.1; 100], sample_rate: from };
+        let audio = Audio::new(vec![0.1; 100], from);
         assert!(resample(&audio, to).is_err());
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use infer_core::plugin::{Kind, SpeechSynthesis};
 use infer_core::{Error, GenerateConfig, LoadConfig, Origin, Registry};
 use infer_tests::{fixture, library_config, plugin_library};
 
@@ -81,6 +82,13 @@ fn unknown_kinds_load_and_drifted_vtables_are_refused() {
     assert!(err.contains("drifted-text") && err.contains("vtable does not match"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(r.get("candle").is_ok());
+
+    // Speech synthesis under the id of an SDK whose layouts differ: named, never called.
+    let dir = checkpoint("stale_speech");
+    let err = r.load_speech_model(dir.path(), &cfg).err().expect("a stale speech id must be refused").to_string();
+    assert!(err.contains("stale-speech") && err.contains("infer.speech-synthesis/1"), "{err}");
+    assert!(err.contains(<SpeechSynthesis as Kind>::ID) && err.contains("rebuild"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use infer_core::audio::{SpeechOptions, Voice};
+use infer_core::audio::{RSome, SpeechOptions, Voice};
 use infer_core::quantized_checkpoint::{record_quantized, write_quantized, QuantizedWeight, METADATA_KEY};
 use infer_core::{CancelToken, DType, LoadConfig, Registry, Weights};
 use infer_tests::fixture;
@@ -27,11 +27,11 @@ fn quantized_copy<T>(src: &Path, load: impl FnOnce() -> T) -> (T, tempfile::Temp
 }
 
 fn speak(tts: &dyn infer_core::audio::SpeechSynthesizer, text: &str, voice: Voice) -> (Vec<u32>, Vec<f32>) {
-    let options = SpeechOptions { voice, temperature: 0.0, seed: Some(7), max_frames: 6, ..SpeechOptions::default() };
+    let options = SpeechOptions { voice, temperature: 0.0, seed: RSome(7), max_frames: 6, ..SpeechOptions::default() };
     let (mut codes, mut samples) = (Vec::new(), Vec::new());
     tts.synthesize(text, &options, &CancelToken::new(), &mut |c| {
-        codes.extend_from_slice(c.codes);
-        samples.extend_from_slice(c.samples);
+        codes.extend_from_slice(&c.codes);
+        samples.extend_from_slice(&c.samples);
         true
     })
     .unwrap();
@@ -41,7 +41,9 @@ fn speak(tts: &dyn infer_core::audio::SpeechSynthesizer, text: &str, voice: Voic
 #[test]
 fn quantized_speech_checkpoints_load_as_quantizing_at_load_does() {
     let registry = Registry::builtin().unwrap();
-    for (model, voice) in [("qwen3-tts/small", Voice::Default), ("voxtral-tts/small", Voice::Preset(first_voice()))] {
+    for (model, voice) in
+        [("qwen3-tts/small", Voice::Default), ("voxtral-tts/small", Voice::Preset(first_voice().into()))]
+    {
         let src = fixture(model);
         let (at_load, _tmp, copy) = quantized_copy(&src, || registry.load_speech_model(&src, &q8_0()).unwrap());
         let mapped = registry.load_speech_model(&copy, &LoadConfig::default()).unwrap();

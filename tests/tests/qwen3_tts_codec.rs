@@ -124,7 +124,7 @@ fn encode_matches_reference() {
         println!("{setup:?} encoder embeddings: max |Δ| {diff:.2e}");
         assert!(diff <= FRONT_TOL, "{setup:?}: encoder embeddings differ by {diff}");
 
-        let codes = codec.encode(&Audio { samples: wav.clone(), sample_rate: 24000 }).unwrap();
+        let codes = codec.encode(&Audio::new(wav.clone(), 24000)).unwrap();
         assert_eq!(codes.len(), wav.len().div_ceil(1920));
         assert_eq!(codes, want, "{setup:?}: codes differ from the reference");
     }
@@ -242,15 +242,15 @@ fn bad_input_gives_clear_errors() {
     assert_eq!(stream.frames(), 1);
     assert_eq!(stream.push(std::slice::from_ref(&good)).unwrap().len(), 1920);
 
-    let e = message(codec.encode(&Audio { samples: vec![], sample_rate: 24000 }).unwrap_err());
+    let e = message(codec.encode(&Audio::new(vec![], 24000)).unwrap_err());
     assert!(e.contains("no samples"), "{e}");
-    let e = message(codec.encode(&Audio { samples: vec![0.0; 100], sample_rate: 16000 }).unwrap_err());
+    let e = message(codec.encode(&Audio::new(vec![0.0; 100], 16000)).unwrap_err());
     assert!(e.contains("16000 Hz") && e.contains("24000 Hz"), "{e}");
-    let e = message(codec.encode(&Audio { samples: vec![0.0, f32::NAN], sample_rate: 24000 }).unwrap_err());
+    let e = message(codec.encode(&Audio::new(vec![0.0, f32::NAN], 24000)).unwrap_err());
     assert!(e.contains("sample 1 is NaN"), "{e}");
 
     // Very short audio still gives one frame.
-    let codes = codec.encode(&Audio { samples: vec![0.1; 10], sample_rate: 24000 }).unwrap();
+    let codes = codec.encode(&Audio::new(vec![0.1; 10], 24000)).unwrap();
     assert_eq!(codes.len(), 1);
     assert_eq!(codes[0].len(), 16);
 }

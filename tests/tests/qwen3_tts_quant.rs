@@ -10,7 +10,7 @@
 //! no estimate of the quality on trained weights (docs/models/qwen3-tts.md has the 0.6B figures).
 
 use abi_stable::std_types::{RResult, RSlice, RStr, RVec};
-use infer_core::audio::{CodebookSampling, SpeechOptions};
+use infer_core::audio::{CodebookSampling, RSome, SpeechOptions};
 use infer_core::text::tokenizer::Tokenizer;
 use infer_core::{
     Backend, BackendImpl, CancelToken, DType, DeviceInfo, FfiError, LoadConfig, MemoryStats, Op, Registry, TensorObj,
@@ -53,7 +53,7 @@ fn greedy() -> SpeechOptions {
     SpeechOptions {
         temperature: 0.0,
         repeat_penalty: 1.05,
-        codebook_sampling: Some(CodebookSampling { temperature: 0.0, top_k: 0, top_p: 1.0 }),
+        codebook_sampling: RSome(CodebookSampling { temperature: 0.0, top_k: 0, top_p: 1.0 }),
         max_frames: FRAMES,
         ..SpeechOptions::default()
     }
@@ -178,7 +178,7 @@ fn q8_0_synthesis_through_the_registry_makes_audio() {
     let mut samples = Vec::new();
     let m = tts
         .synthesize("Hello world.", &greedy(), &CancelToken::new(), &mut |c| {
-            samples.extend_from_slice(c.samples);
+            samples.extend_from_slice(&c.samples);
             true
         })
         .unwrap();

@@ -73,7 +73,7 @@ fn xvector_matches_qwen_tts_on_its_waveforms() {
     for setup in Setup::all() {
         let enc = SpeakerEncoder::from_dir(&dir(), &backend(setup), DType::F32).unwrap();
         for case in ["mono24k", "stereo44k"] {
-            let audio = Audio { samples: golden(&format!("{case}.wave")), sample_rate: 24_000 };
+            let audio = Audio::new(golden(&format!("{case}.wave")), 24_000);
             let x = enc.embed(&audio).unwrap();
             let diff = max_abs_diff(&x, &golden(&format!("{case}.xvector")));
             eprintln!("{setup:?} {case}: x-vector max |diff| {diff:.2e}");
@@ -133,10 +133,10 @@ fn resampled_reference_is_close_to_librosa() {
 #[test]
 fn bad_reference_audio_gives_clear_errors() {
     let enc = SpeakerEncoder::from_dir(&dir(), &backend(Setup::CandleBuiltIn), DType::F32).unwrap();
-    let short = Audio { samples: vec![0.1; 200], sample_rate: 24_000 };
+    let short = Audio::new(vec![0.1; 200], 24_000);
     let err = enc.embed(&short).unwrap_err().to_string();
     assert!(err.contains("too short"), "{err}");
-    let nan = Audio { samples: vec![f32::NAN; 48_000], sample_rate: 24_000 };
+    let nan = Audio::new(vec![f32::NAN; 48_000], 24_000);
     let err = enc.embed(&nan).unwrap_err().to_string();
     assert!(err.contains("not a finite number"), "{err}");
 

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use infer_core::audio::{Audio, CodebookSampling, SpeechOptions, SpeechSynthesizer, Voice};
+use infer_core::audio::{Audio, CodebookSampling, RNone, RSome, SpeechOptions, SpeechSynthesizer, Voice};
 use infer_core::audio_io::read_audio;
 use infer_core::{CancelToken, DType, LoadConfig, Registry};
 use infer_qwen3_tts::codec::Codec12Hz;
@@ -46,9 +46,9 @@ fn load(dir: &Path) -> Box<dyn SpeechSynthesizer> {
 fn greedy(voice: Voice, language: &str) -> SpeechOptions {
     SpeechOptions {
         voice,
-        language: Some(language.into()),
+        language: RSome(language.into()),
         temperature: 0.0,
-        codebook_sampling: Some(CodebookSampling { temperature: 0.0, top_k: 0, top_p: 1.0 }),
+        codebook_sampling: RSome(CodebookSampling { temperature: 0.0, top_k: 0, top_p: 1.0 }),
         max_frames: 23,
         ..SpeechOptions::default()
     }
@@ -62,7 +62,7 @@ fn speak(tts: &dyn SpeechSynthesizer, text: &str, options: &SpeechOptions) -> (V
             frames.extend(c.codes.chunks(c.num_codebooks).map(<[u32]>::to_vec));
             if !c.samples.is_empty() {
                 audio_chunks += 1;
-                samples.extend_from_slice(c.samples);
+                samples.extend_from_slice(&c.samples);
             }
             true
         })
@@ -98,7 +98,7 @@ fn greedy_codes_and_audio_in_both_layouts_on_every_setup() {
         // The x-vector case: the speaker encoder, talker, code predictor and codec all run, and
         // its reference has >= 16 frames before any near tie in both fixtures.
         let c = case(&g, "german_wav_xvector");
-        let voice = Voice::Reference { audio: reference_wav(&dir), transcript: None };
+        let voice = Voice::Reference { audio: reference_wav(&dir), transcript: RNone };
         let (frames, samples, _) = speak(tts.as_ref(), &c.text, &greedy(voice, &c.language));
         let tie = near_tie(c);
         assert!(tie >= 16, "{model}: the fixture should give >= 16 frames before a near tie, got {tie}");
@@ -178,7 +178,7 @@ fn x_vector_cloning_from_a_wav_matches_qwen_tts() {
     let g = goldens(&dir);
     let tts = load(&dir);
     let c = case(&g, "german_wav_xvector");
-    let voice = Voice::Reference { audio: reference_wav(&dir), transcript: None };
+    let voice = Voice::Reference { audio: reference_wav(&dir), transcript: RNone };
     let (frames, _, _) = speak(tts.as_ref(), &c.text, &greedy(voice, &c.language));
     let tie = near_tie(c);
     assert!(tie >= 16, "the fixture should give a long exact prefix, got {tie}");
@@ -211,7 +211,7 @@ fn in_context_cloning_speaks_only_the_new_text() {
     let ref_codes = codec.encode_samples(&wav.samples).unwrap();
     let voice = Voice::Reference {
         audio: wav,
-        transcript: Some("This is the reference transcript of the cloned voice.".into()),
+        transcript: RSome("This is the reference transcript of the cloned voice.".into()),
     };
     let (frames, samples, _) = speak(tts.as_ref(), "Hello world.", &greedy(voice, "english"));
     assert!(!frames.is_empty());
@@ -253,7 +253,7 @@ fn voice_presets_are_saved_and_reused() {
     let c = case(&g, "german_wav_xvector");
     let by_preset = speak(tts.as_ref(), &c.text, &greedy(Voice::Preset("anna".into()), &c.language));
     let by_wav =
-        speak(tts.as_ref(), &c.text, &greedy(Voice::Reference { audio: wav.clone(), transcript: None }, &c.language));
+        speak(tts.as_ref(), &c.text, &greedy(Voice::Reference { audio: wav.clone(), transcript: RNone }, &c.language));
     assert_eq!(by_preset.0, by_wav.0);
     let by_ref = speak(
         tts.as_ref(),
@@ -261,7 +261,7 @@ fn voice_presets_are_saved_and_reused() {
         &greedy(
             Voice::Reference {
                 audio: wav,
-                transcript: Some("This is the reference transcript of the cloned voice.".into()),
+                transcript: RSome("This is the reference transcript of the cloned voice.".into()),
             },
             "english",
         ),
@@ -301,11 +301,11 @@ fn bad_input_gives_clear_errors() {
     assert!(e.contains("unknown voice `nobody`"), "{e}");
     let e = fail("Hi.", greedy(Voice::Default, "klingon"));
     assert!(e.contains("unknown language `klingon`") && e.contains("english"), "{e}");
-    let silent = Audio { samples: vec![0.0; 48000], sample_rate: 24000 };
-    let e = fail("Hi.", greedy(Voice::Reference { audio: silent, transcript: None }, "english"));
+    let silent = Audio::new(vec![0.0; 48000], 24000);
+    let e = fail("Hi.", greedy(Voice::Reference { audio: silent, transcript: RNone }, "english"));
     assert!(e.contains("silent"), "{e}");
-    let short = Audio { samples: reference_wav(&dir).samples[..2400].to_vec(), sample_rate: 24000 };
-    let e = fail("Hi.", greedy(Voice::Reference { audio: short, transcript: None }, "english"));
+    let short = Audio::new(reference_wav(&dir).samples[..2400].to_vec(), 24000);
+    let e = fail("Hi.", greedy(Voice::Reference { audio: short, transcript: RNone }, "english"));
     assert!(e.contains("short"), "{e}");
 
     // A checkpoint without its codec says where it looked.

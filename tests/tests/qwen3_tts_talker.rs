@@ -10,7 +10,7 @@
 //! there. Frames before such a tie, and the tie frame's first code, must still match; cases
 //! without one must match in full, EOS position included. The fixture records the gaps.
 
-use infer_core::audio::{CodebookSampling, SpeechOptions};
+use infer_core::audio::{CodebookSampling, RSome, SpeechOptions};
 use infer_core::{CancelToken, DType};
 use infer_qwen3_tts::generator::{CodeGenerator, CodeRequest};
 use infer_qwen3_tts::prompt::SpeakerPrompt;
@@ -42,7 +42,7 @@ fn greedy(max_frames: usize) -> SpeechOptions {
     SpeechOptions {
         temperature: 0.0,
         repeat_penalty: 1.05,
-        codebook_sampling: Some(CodebookSampling { temperature: 0.0, top_k: 0, top_p: 1.0 }),
+        codebook_sampling: RSome(CodebookSampling { temperature: 0.0, top_k: 0, top_p: 1.0 }),
         max_frames,
         ..SpeechOptions::default()
     }

@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use abi_stable::std_types::ROption;
-use infer_core::audio::{Audio, RecognitionOptions, RecognitionSession};
+use infer_core::audio::{Audio, RSome, RecognitionOptions, RecognitionSession};
 use infer_core::audio_io::read_audio;
 use infer_core::{DType, LoadConfig, ModelLoadOptions, Registry};
 use infer_tests::{copy_dir, fixture, max_abs_diff, pearson, Setup};
@@ -64,7 +64,7 @@ fn speech() -> Audio {
 }
 
 fn options(delay_ms: u32) -> RecognitionOptions {
-    RecognitionOptions { delay_ms: Some(delay_ms), ..RecognitionOptions::default() }
+    RecognitionOptions { delay_ms: RSome(delay_ms), ..RecognitionOptions::default() }
 }
 
 fn load_direct(setup: Setup, layout: &str) -> VoxtralRealtime {
@@ -306,7 +306,7 @@ fn resampled_and_stereo_input_is_transcribed() {
         assert_eq!(file_channels, channels, "{file}");
         let here: Vec<f32> =
             interleaved.chunks_exact(channels).map(|f| f.iter().sum::<f32>() / channels as f32).collect();
-        let at16 = infer_core::audio_io::resample(&Audio { samples: here, sample_rate: rate }, 16_000).unwrap();
+        let at16 = infer_core::audio_io::resample(&Audio::new(here, rate), 16_000).unwrap();
         let same_audio = rec.transcribe(&at16, &opts).unwrap().tokens;
         assert_eq!(ids, same_audio, "{file}: ids vs its own audio, downmixed here, as mono 16 kHz");
     }
@@ -317,16 +317,16 @@ fn bad_input_gives_one_clear_error() {
     let rec = Registry::builtin().unwrap().load_recognizer(&root().join("hf"), &LoadConfig::default()).unwrap();
     let err = |a: Audio, o: RecognitionOptions| rec.transcribe(&a, &o).unwrap_err().to_string();
     let opts = RecognitionOptions::default();
-    assert!(err(Audio { samples: vec![], sample_rate: 16_000 }, opts.clone()).contains("no samples"));
-    assert!(err(Audio { samples: vec![0.1; 100], sample_rate: 0 }, opts.clone()).contains("sample rate of 0"));
+    assert!(err(Audio::new(vec![], 16_000), opts.clone()).contains("no samples"));
+    assert!(err(Audio::new(vec![0.1; 100], 0), opts.clone()).contains("sample rate of 0"));
     let mut nan = vec![0.1; 4000];
     nan[5] = f32::NAN;
-    assert!(err(Audio { samples: nan, sample_rate: 16_000 }, opts.clone()).contains("sample 5"));
-    let delay = RecognitionOptions { delay_ms: Some(100), ..opts.clone() };
-    assert!(err(Audio { samples: vec![0.1; 4000], sample_rate: 16_000 }, delay).contains("multiple of 80 ms"));
+    assert!(err(Audio::new(nan, 16_000), opts.clone()).contains("sample 5"));
+    let delay = RecognitionOptions { delay_ms: RSome(100), ..opts.clone() };
+    assert!(err(Audio::new(vec![0.1; 4000], 16_000), delay).contains("multiple of 80 ms"));
     // Silence and very short audio are transcribed (the padding makes every input long enough).
     for samples in [vec![0.0; 32_000], vec![0.05; 10]] {
-        let t = rec.transcribe(&Audio { samples, sample_rate: 16_000 }, &opts).unwrap();
+        let t = rec.transcribe(&Audio::new(samples, 16_000), &opts).unwrap();
         assert!(!t.tokens.is_empty());
     }
     let mut s = rec.start_session(&opts).unwrap();

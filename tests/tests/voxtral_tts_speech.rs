@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use infer_core::audio::{Audio, InjectedNoise, SpeechOptions, SpeechSynthesizer, Voice};
+use infer_core::audio::{Audio, InjectedNoise, RNone, RSome, SpeechOptions, SpeechSynthesizer, Voice};
 use infer_core::{CancelToken, DType, LoadConfig, Registry};
 use infer_tests::{copy_dir, fixture, least, max_abs_diff, pearson, Setup};
 use infer_voxtral_tts::sanitize::sanitize;
@@ -48,7 +48,7 @@ fn golden_tensor(dir: &Path, name: &str) -> (Vec<f32>, Vec<usize>) {
 
 fn noise(dir: &Path, case: &str) -> InjectedNoise {
     let (values, shape) = golden_tensor(dir, &format!("{case}.noise"));
-    InjectedNoise { values, width: shape[1] }
+    InjectedNoise { values: values.into(), width: shape[1] }
 }
 
 fn load(registry: &Registry, dir: &Path, backend: &str) -> Box<dyn SpeechSynthesizer> {
@@ -64,7 +64,7 @@ fn speak(tts: &dyn SpeechSynthesizer, text: &str, options: &SpeechOptions) -> (V
             frames.extend(c.codes.chunks(c.num_codebooks).map(<[u32]>::to_vec));
             if !c.samples.is_empty() {
                 audio_chunks += 1;
-                samples.extend_from_slice(c.samples);
+                samples.extend_from_slice(&c.samples);
             }
             true
         })
@@ -75,10 +75,10 @@ fn speak(tts: &dyn SpeechSynthesizer, text: &str, options: &SpeechOptions) -> (V
 
 fn replay(case: &Case, dir: &Path) -> SpeechOptions {
     SpeechOptions {
-        voice: Voice::Preset(case.voice.clone()),
+        voice: Voice::Preset(case.voice.as_str().into()),
         temperature: 0.0,
         max_frames: case.max_frames,
-        injected_noise: Some(noise(dir, &case.name)),
+        injected_noise: RSome(noise(dir, &case.name)),
         ..SpeechOptions::default()
     }
 }
@@ -126,12 +126,12 @@ fn streamed_audio_equals_whole_audio_and_seeds_repeat() {
             assert!(d < 1e-5, "{setup:?}: streaming every {every} frames differs from whole by {d}");
         }
         // Without injected noise: the seed makes the flow noise (and sampling) repeatable.
-        let seeded = SpeechOptions { injected_noise: None, seed: Some(7), temperature: 0.8, ..whole.clone() };
+        let seeded = SpeechOptions { injected_noise: RNone, seed: RSome(7), temperature: 0.8, ..whole.clone() };
         let (a, wa, _) = speak(tts.as_ref(), &case.text, &seeded);
         let (b, wb, _) = speak(tts.as_ref(), &case.text, &seeded);
         assert_eq!(a, b);
         assert_eq!(wa, wb);
-        let other = SpeechOptions { seed: Some(8), ..seeded };
+        let other = SpeechOptions { seed: RSome(8), ..seeded };
         assert_ne!(speak(tts.as_ref(), &case.text, &other).0, a, "another seed, other codes");
     }
 }
@@ -200,13 +200,12 @@ fn bad_input_gives_one_clear_line() {
     assert!(e.contains("unknown voice `nobody`") && e.contains("casual_male, neutral_female"), "{e}");
     let e = speak_err(tts.as_ref(), "  \n ", Voice::Default);
     assert!(e.contains("empty"), "{e}");
-    let reference =
-        Voice::Reference { audio: Audio { samples: vec![0.0; 2400], sample_rate: 24000 }, transcript: None };
+    let reference = Voice::Reference { audio: Audio::new(vec![0.0; 2400], 24000), transcript: RNone };
     let e = speak_err(tts.as_ref(), "Hello", reference);
     assert!(e.contains("cannot clone"), "{e}");
     let options = SpeechOptions {
         voice: Voice::Default,
-        injected_noise: Some(InjectedNoise { values: vec![0.0; 12], width: 6 }),
+        injected_noise: RSome(InjectedNoise { values: vec![0.0; 12].into(), width: 6 }),
         max_frames: 5,
         temperature: 0.0,
         ..SpeechOptions::default()

@@ -20,7 +20,7 @@
 
 use std::path::Path;
 
-use infer_core::audio::{InjectedNoise, SpeechOptions};
+use infer_core::audio::{InjectedNoise, RSome, SpeechOptions};
 use infer_core::{CancelToken, DType, LoadConfig, ModelLoadOptions, Tensor};
 use infer_tests::{fixture, max_abs_diff, Setup};
 use infer_voxtral_tts::VoxtralTts;
@@ -91,7 +91,7 @@ fn load(dir: &Path, setup: Setup) -> VoxtralTts {
 
 fn noise(t: &Tensors, case: &str) -> InjectedNoise {
     let (values, shape) = t.get(&format!("{case}.noise"));
-    InjectedNoise { values, width: shape[1] }
+    InjectedNoise { values: values.into(), width: shape[1] }
 }
 
 #[test]
@@ -162,7 +162,7 @@ fn prompt_backbone_and_acoustic_head_match_mlx_audio_on_every_setup() {
                 let options = SpeechOptions {
                     temperature: 0.0,
                     max_frames: case.max_frames,
-                    injected_noise: Some(noise.clone()),
+                    injected_noise: RSome(noise.clone()),
                     ..SpeechOptions::default()
                 };
                 let x = tts.prompt_embeddings(&ids, &case.voice).unwrap();

@@ -91,16 +91,16 @@ pub fn run(registry: &Registry, args: SpeakArgs) -> Result<()> {
         None => AudioFormat::from_path(&args.out)?,
     };
     let voice = match (&args.voice, &args.ref_audio) {
-        (Some(name), _) => Voice::Preset(name.clone()),
+        (Some(name), _) => Voice::Preset(name.as_str().into()),
         (None, Some(path)) => {
             let audio = read_audio(path)?.audio;
-            Voice::Reference { audio, transcript: args.ref_text.clone() }
+            Voice::Reference { audio, transcript: args.ref_text.clone().map(Into::into).into() }
         }
         (None, None) => Voice::Default,
     };
     let options = SpeechOptions {
         voice,
-        language: args.language.clone(),
+        language: args.language.clone().map(Into::into).into(),
         temperature: args.temperature,
         top_k: args.top_k,
         top_p: args.top_p,
@@ -110,12 +110,13 @@ pub fn run(registry: &Registry, args: SpeakArgs) -> Result<()> {
                 temperature: args.sub_temperature.unwrap_or(args.temperature),
                 top_k: args.sub_top_k.unwrap_or(args.top_k),
                 top_p: args.sub_top_p.unwrap_or(args.top_p),
-            }),
-        seed: args.seed,
+            })
+            .into(),
+        seed: args.seed.into(),
         max_frames: args.max_frames,
         stream_frames: if args.stream { args.stream_frames.max(1) } else { 0 },
         first_chunk_frames: args.first_chunk_frames,
-        injected_noise: args.flow_noise.as_deref().map(InjectedNoise::from_safetensors).transpose()?,
+        injected_noise: args.flow_noise.as_deref().map(InjectedNoise::from_safetensors).transpose()?.into(),
     };
     synthesize_to_file(tts.as_ref(), &args, format, &options)
 }
@@ -153,7 +154,7 @@ fn synthesize_to_file(
                 }
             }
             if !chunk.samples.is_empty() {
-                sink.write(chunk.samples)?;
+                sink.write(&chunk.samples)?;
                 written += chunk.samples.len();
             }
             Ok(())

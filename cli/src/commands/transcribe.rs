@@ -88,7 +88,8 @@ pub fn run(registry: &Registry, args: TranscribeArgs) -> Result<()> {
         .load_recognizer(model_path, &LoadConfig { quant, ..args.model.load_config()? })
         .with_context(|| format!("loading {}", model_path.display()))?;
     let load_seconds = load_started.elapsed().as_secs_f64();
-    let options = RecognitionOptions { delay_ms: args.delay_ms, max_tokens: args.max_tokens, ..Default::default() };
+    let options =
+        RecognitionOptions { delay_ms: args.delay_ms.into(), max_tokens: args.max_tokens, ..Default::default() };
     let (mode, outcome) = match audio {
         None => ("mic", stream_mic(rec.as_ref(), &options, !args.json)?),
         Some(audio) if args.stream => {
@@ -118,8 +119,8 @@ fn offline(rec: &dyn SpeechRecognizer, options: &RecognitionOptions, audio: &Aud
     Ok(Outcome {
         first_token_seconds: (!t.tokens.is_empty()).then_some(done),
         first_text_seconds: (!t.text.is_empty()).then_some(done),
-        text: t.text,
-        tokens: t.tokens,
+        text: t.text.into(),
+        tokens: t.tokens.into(),
         metrics: t.metrics,
         chunk_seconds: Vec::new(),
         finish_seconds: None,

@@ -21,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let recognizer = registry.load_recognizer(model_dir.as_ref(), &infer_core::LoadConfig::default())?;
     // Any format, rate and channel count -> mono at the recognizer's rate (16 kHz).
     let audio = infer_core::audio_io::load_for_model(&file, recognizer.sample_rate())?;
-    let options = infer_core::audio::RecognitionOptions::default(); // delay_ms: None = the checkpoint's
+    let options = infer_core::audio::RecognitionOptions::default(); // delay_ms: RNone = the checkpoint's
     let mut session = recognizer.start_session(&options)?;
     let chunk = recognizer.sample_rate() as usize * 80 / 1000; // 80 ms, as a microphone delivers it
     for samples in audio.samples.chunks(chunk) {

@@ -127,7 +127,7 @@ impl CodeGenerator {
             top_k: options.top_k,
             top_p: options.top_p,
             repeat_penalty: options.repeat_penalty,
-            seed: options.seed,
+            seed: options.seed.into(),
             ..GenerateConfig::default()
         });
         let sub = options.codebook_sampling.unwrap_or(CodebookSampling {
@@ -140,7 +140,7 @@ impl CodeGenerator {
             top_k: sub.top_k,
             top_p: sub.top_p,
             repeat_penalty: 1.0,
-            seed: options.seed.map(|s| s.wrapping_add(1)),
+            seed: options.seed.map(|s| s.wrapping_add(1)).into(),
             ..GenerateConfig::default()
         });
 

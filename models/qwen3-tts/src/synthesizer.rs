@@ -111,7 +111,7 @@ impl Qwen3Tts {
         match voice {
             Voice::Default => Ok(VoicePrompt { speaker: SpeakerPrompt::None, in_context: None }),
             Voice::Reference { audio, transcript } => {
-                Ok(from_preset(self.reference_prompt(audio, transcript.as_deref())?))
+                Ok(from_preset(self.reference_prompt(audio, transcript.as_deref().into())?))
             }
             Voice::Preset(name) => {
                 if let Some(p) = self.voices.read().map_err(|_| Error::backend("voice store poisoned"))?.get(name) {
@@ -173,12 +173,18 @@ impl SpeechSynthesizer for Qwen3Tts {
         let mut failure: Option<Error> = None;
         // `codes`: the frames generated since the previous chunk, row-major.
         let emit = |codes: &[u32], samples: &[f32], done: usize, on_chunk: &mut dyn FnMut(SpeechChunk<'_>) -> bool| {
-            on_chunk(SpeechChunk { samples, codes, num_codebooks, frames_done: done, max_frames: options.max_frames })
+            on_chunk(SpeechChunk {
+                samples: samples.into(),
+                codes: codes.into(),
+                num_codebooks,
+                frames_done: done,
+                max_frames: options.max_frames,
+            })
         };
 
         let request = CodeRequest {
             text,
-            language: options.language.as_deref(),
+            language: options.language.as_deref().into(),
             speaker: voice.speaker,
             in_context: voice.in_context.as_ref().map(|(t, c)| (t.as_str(), c.clone())),
             non_streaming: false,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use infer_core::audio::{Audio, RecognitionOptions, RecognitionSession, SpeechRecognizer, Transcript};
+use infer_core::audio::{Audio, RNone, RSome, RecognitionOptions, RecognitionSession, SpeechRecognizer, Transcript};
 use infer_core::audio_io::resample;
 use infer_core::text::tekken::Tekken;
 use infer_core::{Backend, DType, Error, ModelLoadOptions, Result};
@@ -137,18 +137,18 @@ impl VoxtralRealtime {
 
     /// A streaming session with these options.
     pub fn session(&self, options: &RecognitionOptions) -> Result<Session> {
-        if let Some(lang) = &options.language {
+        if let RSome(lang) = &options.language {
             tracing::warn!("Voxtral Realtime detects the language itself; ignoring language {lang:?}");
         }
         let delay_ms = match options.delay_ms {
-            Some(d) if d < DELAY_RANGE_MS.0 || d > DELAY_RANGE_MS.1 || d % 80 != 0 => {
+            RSome(d) if d < DELAY_RANGE_MS.0 || d > DELAY_RANGE_MS.1 || d % 80 != 0 => {
                 return Err(Error::invalid(format!(
                     "transcription delay {d} ms: Voxtral Realtime takes a multiple of 80 ms from {} to {} ms",
                     DELAY_RANGE_MS.0, DELAY_RANGE_MS.1
                 )))
             }
-            Some(d) => d as f64,
-            None => self.0.stream.default_delay_ms,
+            RSome(d) => d as f64,
+            RNone => self.0.stream.default_delay_ms,
         };
         Session::new(self.0.clone(), delay_ms, options.max_tokens)
     }

@@ -292,6 +292,6 @@ impl RecognitionSession for Session {
     }
 
     fn metrics(&self) -> RecognitionMetrics {
-        self.metrics.clone()
+        self.metrics
     }
 }

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use infer_core::audio::{InjectedNoise, SpeechOptions};
+use infer_core::audio::{InjectedNoise, RNone, RSome, SpeechOptions};
 use infer_core::text::sampling::{argmax, Sampler};
 use infer_core::{CancelToken, Error, GenerateConfig, Result, Tensor};
 use rand::rngs::StdRng;
@@ -29,10 +29,10 @@ pub enum FlowNoise<'a> {
 impl<'a> FlowNoise<'a> {
     pub fn new(options: &'a SpeechOptions) -> Self {
         match &options.injected_noise {
-            Some(n) => FlowNoise::Injected(n),
-            None => FlowNoise::Random(Box::new(match options.seed {
-                Some(s) => StdRng::seed_from_u64(s),
-                None => StdRng::from_os_rng(),
+            RSome(n) => FlowNoise::Injected(n),
+            RNone => FlowNoise::Random(Box::new(match options.seed {
+                RSome(s) => StdRng::seed_from_u64(s),
+                RNone => StdRng::from_os_rng(),
             })),
         }
     }
@@ -119,7 +119,7 @@ impl Generator<'_> {
                 top_k: options.top_k,
                 top_p: options.top_p,
                 repeat_penalty: 1.0,
-                seed: options.seed,
+                seed: options.seed.into(),
                 ..GenerateConfig::default()
             })
         });

@@ -173,7 +173,13 @@ impl SpeechSynthesizer for VoxtralTts {
         let mut codec_time = Duration::ZERO;
         let mut failure: Option<Error> = None;
         let emit = |codes: &[u32], samples: &[f32], done: usize, on_chunk: &mut dyn FnMut(SpeechChunk<'_>) -> bool| {
-            on_chunk(SpeechChunk { samples, codes, num_codebooks, frames_done: done, max_frames: options.max_frames })
+            on_chunk(SpeechChunk {
+                samples: samples.into(),
+                codes: codes.into(),
+                num_codebooks,
+                frames_done: done,
+                max_frames: options.max_frames,
+            })
         };
         let result = self.generator().generate(&prompt, options, cancel, &mut |frame| {
             frames += 1;

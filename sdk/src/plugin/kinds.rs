@@ -78,7 +78,7 @@ pub struct SpeechSynthesisFns {
 }
 
 impl Kind for SpeechSynthesis {
-    const ID: &'static str = "infer.speech-synthesis/1";
+    const ID: &'static str = "infer.speech-synthesis/2";
     const NAME: &'static str = "speech synthesis";
     type Boxed = SpeechModelBox;
     type Vtable = SpeechSynthesisVtable;
@@ -113,7 +113,7 @@ pub struct SpeechRecognitionFns {
 }
 
 impl Kind for SpeechRecognition {
-    const ID: &'static str = "infer.speech-recognition/1";
+    const ID: &'static str = "infer.speech-recognition/2";
     const NAME: &'static str = "speech recognition";
     type Boxed = RecognizerModelBox;
     type Vtable = SpeechRecognitionVtable;
@@ -148,7 +148,7 @@ pub struct AudioCodecFns {
 }
 
 impl Kind for AudioCodecKind {
-    const ID: &'static str = "infer.audio-codec/1";
+    const ID: &'static str = "infer.audio-codec/2";
     const NAME: &'static str = "audio codec";
     type Boxed = CodecModelBox;
     type Vtable = AudioCodecVtable;

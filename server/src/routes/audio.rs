@@ -156,7 +156,7 @@ pub async fn speech(
             let mut failed = None;
             let metrics = model.synthesize(&text, &options, &cancel, &mut |chunk| {
                 if !chunk.samples.is_empty() {
-                    if let Err(e) = sink.write(chunk.samples) {
+                    if let Err(e) = sink.write(&chunk.samples) {
                         failed = Some(e);
                         return false;
                     }
@@ -260,7 +260,7 @@ fn speech_options(req: &SpeechRequest, service: &SpeechService) -> Result<Speech
     let voices = service.model.voices();
     let voice = match req.voice.as_deref() {
         None | Some("" | "default") => Voice::Default,
-        Some(v) if voices.iter().any(|n| n == v) => Voice::Preset(v.to_string()),
+        Some(v) if voices.iter().any(|n| n == v) => Voice::Preset(v.into()),
         Some(v) => {
             let known =
                 if voices.is_empty() { "default".to_string() } else { format!("default, {}", voices.join(", ")) };
@@ -270,11 +270,11 @@ fn speech_options(req: &SpeechRequest, service: &SpeechService) -> Result<Speech
     let defaults = SpeechOptions::default();
     Ok(SpeechOptions {
         voice,
-        language: req.language.clone(),
+        language: req.language.clone().map(Into::into).into(),
         temperature: req.temperature.unwrap_or(defaults.temperature),
         top_k: req.top_k.unwrap_or(defaults.top_k),
         top_p: req.top_p.unwrap_or(defaults.top_p),
-        seed: req.seed,
+        seed: req.seed.into(),
         max_frames: req.max_frames.unwrap_or(defaults.max_frames).max(1),
         stream_frames: STREAM_FRAMES,
         // The first chunk after one frame: time to first audio is one frame's work.

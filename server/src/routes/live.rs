@@ -103,7 +103,7 @@ pub async fn live_transcription(
         return Err(ApiError::queue_full(2));
     };
     let permits = service.permits.clone();
-    let options = RecognitionOptions { language: q.language, ..RecognitionOptions::default() };
+    let options = RecognitionOptions { language: q.language.map(Into::into).into(), ..RecognitionOptions::default() };
     let limit = state.config.ws_max_message_bytes;
     let idle = Duration::from_secs(state.config.ws_idle_timeout_secs);
     let ws = ws.max_message_size(limit).max_frame_size(limit).protocols([WS_PROTOCOL]);
@@ -224,9 +224,9 @@ fn recognize(
     let core = |e: infer_core::Error| ApiError::from_core(&e);
     let mut session = model.start_session(options).map_err(core)?;
     let mut text = String::new();
-    let mut send = |delta: String| {
+    let mut send = |delta: &str| {
         if !delta.is_empty() {
-            text.push_str(&delta);
+            text.push_str(delta);
             let _ = out.blocking_send(json!({ "type": "transcript.text.delta", "delta": delta }));
         }
     };
@@ -237,16 +237,16 @@ fn recognize(
                     Some(r) => r.push(&s).map_err(core)?,
                     None => s,
                 };
-                send(session.push_audio(&s).map_err(core)?.text);
+                send(&session.push_audio(&s).map_err(core)?.text);
             }
             Some(Input::End) => break,
             None => return Ok(()), // the client left mid-stream
         }
     }
     if let Some(r) = resampler.take() {
-        send(session.push_audio(&r.finish().map_err(core)?).map_err(core)?.text);
+        send(&session.push_audio(&r.finish().map_err(core)?).map_err(core)?.text);
     }
-    send(session.finish().map_err(core)?.text);
+    send(&session.finish().map_err(core)?.text);
     let seconds = session.metrics().audio_seconds;
     let _ = out.blocking_send(json!({
         "type": "transcript.text.done",

@@ -168,7 +168,8 @@ pub async fn transcriptions(
         .await?
         .map_err(|_| ApiError::unavailable("shutting down"))?;
     let model = service.model.clone();
-    let options = RecognitionOptions { language: up.language.clone(), ..RecognitionOptions::default() };
+    let options =
+        RecognitionOptions { language: up.language.clone().map(Into::into).into(), ..RecognitionOptions::default() };
     let limits = DecodeLimits { max_seconds: Some(state.config.max_audio_seconds) };
     // Decoding the upload is part of the blocking work.
     let decode = move || -> Result<Audio, ApiError> {
@@ -203,12 +204,12 @@ pub async fn transcriptions(
                 for chunk in audio.samples.chunks(STREAM_CHUNK) {
                     deadline.check()?;
                     let d = session.push_audio(chunk).map_err(|e| ApiError::from_core(&e))?;
-                    if !send(d.text) {
+                    if !send(d.text.into()) {
                         return Ok(None); // the client left
                     }
                 }
                 let d = session.finish().map_err(|e| ApiError::from_core(&e))?;
-                send(d.text);
+                send(d.text.into());
                 Ok(Some((text, session.metrics().audio_seconds)))
             })();
             let _ = tx.send(match outcome {
@@ -240,7 +241,7 @@ pub async fn transcriptions(
         .map_err(|e| ApiError::internal(format!("transcription task failed: {e}")))??;
     let seconds = transcript.metrics.audio_seconds;
     Ok(match format {
-        Format::Text => transcript.text.into_response(),
+        Format::Text => String::from(transcript.text).into_response(),
         Format::Json => Json(json!({ "text": transcript.text, "usage": { "type": "duration", "seconds": seconds } }))
             .into_response(),
         Format::VerboseJson => Json(json!({

@@ -226,6 +226,6 @@ impl AudioCodec for Codec12Hz {
     }
 
     fn decode(&self, codes: &[Vec<u32>]) -> Result<Audio> {
-        Ok(Audio { samples: self.decode_samples(codes)?, sample_rate: self.sample_rate() })
+        Ok(Audio::new(self.decode_samples(codes)?, self.sample_rate()))
     }
 }

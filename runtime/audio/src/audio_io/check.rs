@@ -68,7 +68,7 @@ mod tests {
     #[test]
     fn silent_short_and_broken_audio_are_named() {
         let l = AudioLimits::default();
-        let a = |samples: Vec<f32>| Audio { samples, sample_rate: 16_000 };
+        let a = |samples: Vec<f32>| Audio::new(samples, 16_000);
         let e = |x: Audio| check_audio(&x, &l, "ref.wav").unwrap_err().to_string();
         assert!(e(a(vec![0.0; 32_000])).contains("silent (all samples are zero"));
         assert!(e(a(vec![1e-4; 32_000])).contains("silent (peak -80.0 dBFS"));

@@ -45,7 +45,7 @@ impl Interleaved {
         let frames = self.samples.len() / self.channels.max(1);
         let mono = downmix(&self.samples, self.channels);
         LoadedAudio {
-            audio: Audio { samples: mono, sample_rate: self.sample_rate },
+            audio: Audio::new(mono, self.sample_rate),
             info: AudioInfo { sample_rate: self.sample_rate, channels: self.channels, frames, format: self.format },
         }
     }

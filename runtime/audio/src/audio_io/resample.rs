@@ -56,7 +56,7 @@ pub fn resample(audio: &Audio, sample_rate: u32) -> Result<Audio> {
     let mut r = StreamResampler::new(audio.sample_rate, sample_rate)?;
     let mut samples = r.push(&audio.samples)?;
     samples.extend(r.finish()?);
-    Ok(Audio { samples, sample_rate })
+    Ok(Audio::new(samples, sample_rate))
 }
 
 /// Incremental resampling for streamed audio: push any number of samples, take what is ready;

@@ -3,7 +3,9 @@
 //! - `future-kinds` provides text generation and a kind this host has never heard of
 //!   (`infer-test.future-kind/1`): the host must load it and use its text kind as usual;
 //! - `drifted-text` provides a vtable under the text-generation id whose layout differs from
-//!   the host's: the host must refuse it with one line, not call through it.
+//!   the host's: the host must refuse it with one line, not call through it;
+//! - `stale-speech` provides speech synthesis under the id an older SDK gave it
+//!   (`infer.speech-synthesis/1`): the host must say which id it needs, not call it an unknown model.
 
 // abi_stable's derives expand to impls rustc now lints as non-local.
 #![allow(non_local_definitions)]
@@ -75,6 +77,36 @@ impl IntoKind<DriftedText> for u64 {
     }
 }
 
+/// Speech synthesis as an SDK of another ABI version names it (its loader returns a number).
+pub struct StaleSpeech;
+
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = StaleSpeechVtable)))]
+#[sabi(missing_field(panic))]
+pub struct StaleSpeechFns {
+    #[sabi(last_prefix_field)]
+    pub load: extern "C" fn(path: RStr<'_>, backend: &Backend, options: &ModelLoadOptions) -> RResult<u16, FfiError>,
+}
+
+impl Kind for StaleSpeech {
+    const ID: &'static str = "infer.speech-synthesis/1";
+    const NAME: &'static str = "speech synthesis";
+    type Boxed = u16;
+    type Vtable = StaleSpeechVtable;
+    fn vtable<L: Loader<Self>>() -> StaleSpeechVtable {
+        StaleSpeechVtable(PrefixRef::from_ref(
+            const { &WithMetadata::new(StaleSpeechFns { load: ffi_load::<Self, L> }) },
+        ))
+    }
+}
+
+impl IntoKind<StaleSpeech> for u16 {
+    fn into_boxed(self) -> u16 {
+        self
+    }
+}
+
 /// A text model that never loads: the test only needs to see the host reach this loader.
 struct NoModel;
 
@@ -108,6 +140,17 @@ infer_sdk::register_model! {
     description: "test plugin: a text-generation vtable of another layout",
     architectures: [Architecture::named("drifted_text")],
     kinds: [DriftedText => load_drifted],
+}
+
+fn load_stale(_: &Path, _: &Backend, _: &ModelLoadOptions) -> Result<u16> {
+    Ok(7)
+}
+
+infer_sdk::register_model! {
+    name: "stale-speech",
+    description: "test plugin: speech synthesis under the id of another SDK",
+    architectures: [Architecture::named("stale_speech")],
+    kinds: [StaleSpeech => load_stale],
 }
 
 infer_sdk::export_plugin_library!();
