@@ -173,7 +173,12 @@ fn faults_and_load_lose_no_request() {
             "{prompt}: a completed stream differs from its solo output ({}); the server's failed steps and \
              timeouts:\n{}",
             r["kind"],
-            server.log().lines().filter(|l| l.contains("timeout") || l.contains("step failed")).collect::<Vec<_>>().join("\n")
+            server
+                .log()
+                .lines()
+                .filter(|l| l.contains("timeout") || l.contains("step failed"))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
     }
     // Bounded memory: the bombs never decode past 30 s of audio, and what the mix leaves over the
