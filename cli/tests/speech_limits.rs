@@ -191,6 +191,16 @@ fn probe(server: &Server, path: &str, fields: &[(&str, &str)]) -> Option<(u16, S
     Some((status, text))
 }
 
+/// Whether the server has answered or closed `stream` (a refusal, for a stalled upload).
+fn was_answered(stream: &TcpStream) -> bool {
+    stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut byte = [0u8; 1];
+    // A read that times out is a connection still waiting; data or end-of-stream is an answer.
+    let answered = stream.peek(&mut byte).is_ok();
+    stream.set_read_timeout(Some(Duration::from_secs(45))).unwrap();
+    answered
+}
+
 /// One slot and no queue: while one upload is being received (its body stalled half-way), a
 /// second one gets 429 at once, before its own body is sent — whether the model comes before
 /// the file, in the query, or after the file (then any recognizer's admission is held). Before,
@@ -200,16 +210,20 @@ fn a_busy_recognizer_refuses_uploads_before_reading_them() {
     let dir = tempfile::tempdir().unwrap();
     let toml = format!("parallel = 1\nqueue = 0\n[[models]]\nname = \"asr\"\npath = {:?}\n", recognizer());
     let server = Server::start(dir.path(), &toml);
-    let first = stalled_upload(&server, "/v1/audio/transcriptions", &[("model", "asr")]);
+    let mut first = stalled_upload(&server, "/v1/audio/transcriptions", &[("model", "asr")]);
     // Until the server has seen the first upload's file part, a probe may take the admission
-    // itself (and then gets no answer: it is dropped, which frees it). Before the fix no probe
-    // was ever answered: each body was awaited whole.
+    // itself (and then gets no answer: it is dropped, which frees it), and the first upload is
+    // the one refused; it is then sent again. Before the fix no probe was ever answered: each
+    // body was awaited whole.
     let start = std::time::Instant::now();
     let refused = loop {
-        assert!(start.elapsed() < Duration::from_secs(60), "no upload was refused while another was received");
+        assert!(start.elapsed() < Duration::from_secs(120), "no upload was refused while another was received");
         if let Some((status, text)) = probe(&server, "/v1/audio/transcriptions", &[("model", "asr")]) {
             assert_eq!(status, 429, "{text}");
             break text;
+        }
+        if was_answered(&first) {
+            first = stalled_upload(&server, "/v1/audio/transcriptions", &[("model", "asr")]);
         }
     };
     assert!(refused.contains("rate_limit_exceeded"), "{refused}");
