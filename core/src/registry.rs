@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use abi_stable::std_types::{RResult, RStr};
+
 use crate::audio::{AudioCodec, SpeechRecognizer, SpeechSynthesizer};
 use crate::backend::lift;
 use crate::checkpoint_info::CheckpointInfo;
@@ -24,7 +26,7 @@ use crate::text::model::TextModel;
 use crate::text::tokenizer::Tokenizer;
 use crate::text::types::{ChatTemplateOrigin, LoadConfig};
 use crate::text::TokenizerConventions;
-use crate::{Backend, DType, Error, Result};
+use crate::{Backend, DType, Error, FfiError, Result};
 
 /// Where a plugin came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -439,16 +441,30 @@ impl Registry {
     /// Loads a speech synthesizer (Qwen3-TTS, ...): the plugin from the checkpoint's
     /// `model_type`, the backend from `cfg`.
     pub fn load_speech_model(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn SpeechSynthesizer>> {
+        Ok(Box::new(HostSpeech(self.load_kind::<SpeechSynthesis>(path, cfg, |v| v.load())?)))
+    }
+
+    /// The model of kind `K` at `path`, as it crossed the plugin boundary: the plugin that
+    /// provides `K` for the checkpoint's `model_type`, the backend from `cfg`. `load` picks the
+    /// loader out of `K`'s vtable.
+    fn load_kind<K: Kind>(
+        &self,
+        path: &Path,
+        cfg: &LoadConfig,
+        load: fn(K::Vtable) -> LoadFn<K::Boxed>,
+    ) -> Result<K::Boxed> {
         let ckpt = self.inspect(path)?;
-        let entry = self.model_plugin(ModelKind::SpeechSynthesis, &ckpt.model_type)?;
-        let load = entry.extension::<SpeechSynthesis>()?.load();
+        let entry = self.model_plugin_for(K::ID, &ckpt.model_type)?;
+        let load = load(entry.extension::<K>()?);
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
         let options = load_options(cfg);
         let path_str = ckpt.path.to_string_lossy();
-        let model = lift(load(path_str.as_ref().into(), &backend, &options))?;
-        Ok(Box::new(HostSpeech(model)))
+        lift(load(path_str.as_ref().into(), &backend, &options))
     }
 }
+
+/// The loader every non-text kind's vtable holds.
+type LoadFn<B> = extern "C" fn(RStr<'_>, &Backend, &ModelLoadOptions) -> RResult<B, FfiError>;
 
 fn load_options(cfg: &LoadConfig) -> ModelLoadOptions {
     ModelLoadOptions { dtype: cfg.dtype.unwrap_or(DType::F32), context_len: cfg.context_len, quant: cfg.quant.into() }
@@ -502,16 +518,9 @@ impl Registry {
     /// Loads a speech recognizer (Voxtral Realtime, ...): the plugin from the checkpoint's
     /// `model_type` (config.json or a Mistral params.json), the backend from `cfg`.
     pub fn load_recognizer(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn SpeechRecognizer>> {
-        let ckpt = self.inspect(path)?;
-        let entry = self.model_plugin(ModelKind::SpeechRecognition, &ckpt.model_type)?;
-        let load = entry.extension::<SpeechRecognition>()?.load();
-        let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
         // The recognizer decides what `quant` means for it (Voxtral Realtime quantizes every
         // linear, its tied head at 8 bits), as speech synthesizers do.
-        let options = load_options(cfg);
-        let path_str = ckpt.path.to_string_lossy();
-        let model = lift(load(path_str.as_ref().into(), &backend, &options))?;
-        Ok(Box::new(HostRecognizer(model)))
+        Ok(Box::new(HostRecognizer(self.load_kind::<SpeechRecognition>(path, cfg, |v| v.load())?)))
     }
 }
 
@@ -519,14 +528,7 @@ impl Registry {
     /// Loads an audio codec (waveform <-> codes): the plugin from the codec checkpoint's
     /// `model_type`, the backend from `cfg`.
     pub fn load_codec(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn AudioCodec>> {
-        let ckpt = self.inspect(path)?;
-        let entry = self.model_plugin(ModelKind::AudioCodec, &ckpt.model_type)?;
-        let load = entry.extension::<AudioCodecKind>()?.load();
-        let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
-        let options = load_options(cfg);
-        let path_str = ckpt.path.to_string_lossy();
-        let model = lift(load(path_str.as_ref().into(), &backend, &options))?;
-        Ok(Box::new(HostCodec(model)))
+        Ok(Box::new(HostCodec(self.load_kind::<AudioCodecKind>(path, cfg, |v| v.load())?)))
     }
 }
 
@@ -534,14 +536,7 @@ impl Registry {
     /// Loads a text embedder (Qwen3-Embedding, ...): the plugin that provides embeddings for the
     /// checkpoint's `model_type`, the backend from `cfg`.
     pub fn load_embedder(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn TextEmbedder>> {
-        let ckpt = self.inspect(path)?;
-        let entry = self.model_plugin(ModelKind::TextEmbedding, &ckpt.model_type)?;
-        let load = entry.extension::<TextEmbedding>()?.load();
-        let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
-        let options = load_options(cfg);
-        let path_str = ckpt.path.to_string_lossy();
-        let model = lift(load(path_str.as_ref().into(), &backend, &options))?;
-        Ok(Box::new(HostEmbedder(model)))
+        Ok(Box::new(HostEmbedder(self.load_kind::<TextEmbedding>(path, cfg, |v| v.load())?)))
     }
 }
 

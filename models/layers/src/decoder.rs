@@ -135,7 +135,18 @@ impl CausalDecoder {
 
     /// A fresh cache per sequence of a batch (unbounded, each layer's window kept).
     pub fn fresh_caches(&self, sequences: usize) -> Vec<KvCache> {
-        (0..sequences).map(|_| KvCache::new(self.parts.layer_windows.iter().copied())).collect()
+        (0..sequences).map(|_| self.cache(0)).collect()
+    }
+
+    /// A cache bounded by `context_len` (0: the model's own bounds). A user bound applies to
+    /// every layer; sliding layers keep their own window.
+    fn cache(&self, context_len: usize) -> KvCache {
+        let windows = self.parts.layer_windows.iter().map(|&w| match (w, context_len) {
+            (0, c) => c,
+            (w, 0) => w,
+            (w, c) => w.min(c),
+        });
+        KvCache::new(windows)
     }
 }
 
@@ -145,15 +156,7 @@ impl CausalLm for CausalDecoder {
     }
 
     fn new_cache(&self, context_len: usize) -> RResult<KvCache, FfiError> {
-        ffi_result("new_cache", || {
-            // A user bound applies to every layer; sliding layers keep their own window.
-            let windows = self.parts.layer_windows.iter().map(|&w| match (w, context_len) {
-                (0, c) => c,
-                (w, 0) => w,
-                (w, c) => w.min(c),
-            });
-            Ok(KvCache::new(windows))
-        })
+        ffi_result("new_cache", || Ok(self.cache(context_len)))
     }
 
     fn forward(
