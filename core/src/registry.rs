@@ -5,8 +5,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use abi_stable::std_types::{RResult, RStr};
-
 use crate::audio::{AudioCodec, SpeechRecognizer, SpeechSynthesizer};
 use crate::backend::lift;
 use crate::checkpoint_info::CheckpointInfo;
@@ -26,7 +24,7 @@ use crate::text::model::TextModel;
 use crate::text::tokenizer::Tokenizer;
 use crate::text::types::{ChatTemplateOrigin, LoadConfig};
 use crate::text::TokenizerConventions;
-use crate::{Backend, DType, Error, FfiError, Result};
+use crate::{Backend, DType, Error, Result};
 
 /// Where a plugin came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -441,30 +439,22 @@ impl Registry {
     /// Loads a speech synthesizer (Qwen3-TTS, ...): the plugin from the checkpoint's
     /// `model_type`, the backend from `cfg`.
     pub fn load_speech_model(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn SpeechSynthesizer>> {
-        Ok(Box::new(HostSpeech(self.load_kind::<SpeechSynthesis>(path, cfg, |v| v.load())?)))
+        Ok(Box::new(HostSpeech(self.load_kind::<SpeechSynthesis>(path, cfg)?)))
     }
 
-    /// The model of kind `K` at `path`, as it crossed the plugin boundary: the plugin that
-    /// provides `K` for the checkpoint's `model_type`, the backend from `cfg`. `load` picks the
-    /// loader out of `K`'s vtable.
-    fn load_kind<K: Kind>(
-        &self,
-        path: &Path,
-        cfg: &LoadConfig,
-        load: fn(K::Vtable) -> LoadFn<K::Boxed>,
-    ) -> Result<K::Boxed> {
+    /// The model of kind `K` at `path`, as it crossed the plugin boundary (its FFI box): the
+    /// plugin that provides `K` for the checkpoint's `model_type`, the backend from `cfg`. The
+    /// typed loaders below wrap it; a host with a kind of its own calls it directly.
+    pub fn load_kind<K: Kind>(&self, path: &Path, cfg: &LoadConfig) -> Result<K::Boxed> {
         let ckpt = self.inspect(path)?;
         let entry = self.model_plugin_for(K::ID, &ckpt.model_type)?;
-        let load = load(entry.extension::<K>()?);
+        let load = K::load_fn(entry.extension::<K>()?);
         let backend = self.backend(cfg.backend.as_deref(), cfg.device.as_deref())?;
         let options = load_options(cfg);
         let path_str = ckpt.path.to_string_lossy();
         lift(load(path_str.as_ref().into(), &backend, &options))
     }
 }
-
-/// The loader every non-text kind's vtable holds.
-type LoadFn<B> = extern "C" fn(RStr<'_>, &Backend, &ModelLoadOptions) -> RResult<B, FfiError>;
 
 fn load_options(cfg: &LoadConfig) -> ModelLoadOptions {
     ModelLoadOptions { dtype: cfg.dtype.unwrap_or(DType::F32), context_len: cfg.context_len, quant: cfg.quant.into() }
@@ -520,7 +510,7 @@ impl Registry {
     pub fn load_recognizer(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn SpeechRecognizer>> {
         // The recognizer decides what `quant` means for it (Voxtral Realtime quantizes every
         // linear, its tied head at 8 bits), as speech synthesizers do.
-        Ok(Box::new(HostRecognizer(self.load_kind::<SpeechRecognition>(path, cfg, |v| v.load())?)))
+        Ok(Box::new(HostRecognizer(self.load_kind::<SpeechRecognition>(path, cfg)?)))
     }
 }
 
@@ -528,7 +518,7 @@ impl Registry {
     /// Loads an audio codec (waveform <-> codes): the plugin from the codec checkpoint's
     /// `model_type`, the backend from `cfg`.
     pub fn load_codec(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn AudioCodec>> {
-        Ok(Box::new(HostCodec(self.load_kind::<AudioCodecKind>(path, cfg, |v| v.load())?)))
+        Ok(Box::new(HostCodec(self.load_kind::<AudioCodecKind>(path, cfg)?)))
     }
 }
 
@@ -536,7 +526,7 @@ impl Registry {
     /// Loads a text embedder (Qwen3-Embedding, ...): the plugin that provides embeddings for the
     /// checkpoint's `model_type`, the backend from `cfg`.
     pub fn load_embedder(&self, path: &Path, cfg: &LoadConfig) -> Result<Box<dyn TextEmbedder>> {
-        Ok(Box::new(HostEmbedder(self.load_kind::<TextEmbedding>(path, cfg, |v| v.load())?)))
+        Ok(Box::new(HostEmbedder(self.load_kind::<TextEmbedding>(path, cfg)?)))
     }
 }
 

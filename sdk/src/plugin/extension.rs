@@ -89,7 +89,12 @@ pub trait Kind: 'static {
     type Vtable: PrefixRefTrait + StableAbi + Copy + 'static;
     /// The vtable whose `load` runs `L` (panics caught, errors made FFI-safe).
     fn vtable<L: Loader<Self>>() -> Self::Vtable;
+    /// The `load` of a vtable of this kind (as a host found it in a plugin's descriptor).
+    fn load_fn(vtable: Self::Vtable) -> LoadFn<Self::Boxed>;
 }
+
+/// The loader a kind's vtable holds: a checkpoint's path, the backend, the options.
+pub type LoadFn<B> = extern "C" fn(RStr<'_>, &Backend, &ModelLoadOptions) -> RResult<B, FfiError>;
 
 /// A plugin's loader for kind `K`: [`register_model!`](crate::register_model) makes one for each
 /// kind it lists.
@@ -106,4 +111,69 @@ pub extern "C" fn ffi_load<K: Kind, L: Loader<K>>(
     options: &ModelLoadOptions,
 ) -> RResult<K::Boxed, FfiError> {
     crate::backend::ffi_result(L::WHAT, || L::load(Path::new(path.as_str()), backend, options))
+}
+
+/// Declares a model kind: its marker type, its vtable (an `abi_stable` prefix struct whose one
+/// prefix field is `load`) and its [`Kind`] impl. What the model is and how it becomes the box
+/// is the kind's [`IntoKind`](super::IntoKind) impl, written beside it. The crate using it needs
+/// `abi_stable` among its dependencies (the layout derive names it).
+///
+/// ```ignore
+/// infer_sdk::declare_kind! {
+///     /// Texts to vectors.
+///     pub struct TextEmbedding {
+///         id: "infer.text-embedding/1",
+///         name: "text embedding",
+///         boxed: EmbedderModelBox,
+///         vtable: TextEmbeddingVtable / TextEmbeddingFns,
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! declare_kind {
+    (
+        $(#[$meta:meta])*
+        pub struct $kind:ident {
+            id: $id:expr,
+            name: $name:literal,
+            boxed: $boxed:ty,
+            vtable: $vtable:ident / $fns:ident $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $kind;
+
+        #[doc = concat!("The vtable of [`", stringify!($kind), "`].")]
+        #[repr(C)]
+        #[derive(::abi_stable::StableAbi)]
+        #[sabi(kind(Prefix(prefix_ref = $vtable)))]
+        #[sabi(missing_field(panic))]
+        pub struct $fns {
+            #[sabi(last_prefix_field)]
+            pub load: extern "C" fn(
+                path: ::abi_stable::std_types::RStr<'_>,
+                backend: &$crate::Backend,
+                options: &$crate::plugin::ModelLoadOptions,
+            ) -> ::abi_stable::std_types::RResult<$boxed, $crate::FfiError>,
+        }
+
+        impl $crate::plugin::Kind for $kind {
+            const ID: &'static str = $id;
+            const NAME: &'static str = $name;
+            type Boxed = $boxed;
+            type Vtable = $vtable;
+            fn vtable<L: $crate::plugin::Loader<Self>>() -> $vtable {
+                $vtable(::abi_stable::prefix_type::PrefixRef::from_ref(
+                    const {
+                        &::abi_stable::prefix_type::WithMetadata::new($fns {
+                            load: $crate::plugin::extension::ffi_load::<Self, L>,
+                        })
+                    },
+                ))
+            }
+            fn load_fn(vtable: $vtable) -> $crate::plugin::extension::LoadFn<$boxed> {
+                vtable.load()
+            }
+        }
+    };
 }

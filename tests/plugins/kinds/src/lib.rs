@@ -12,34 +12,16 @@
 
 use std::path::Path;
 
-use abi_stable::{
-    prefix_type::{PrefixRef, WithMetadata},
-    std_types::{RResult, RStr},
-    StableAbi,
-};
-use infer_sdk::plugin::extension::ffi_load;
-use infer_sdk::plugin::{Architecture, IntoKind, Kind, Loader, ModelLoadOptions, TextGeneration};
-use infer_sdk::{Backend, CausalLmBox, Error, FfiError, Result};
+use infer_sdk::plugin::{Architecture, IntoKind, Kind, ModelLoadOptions, TextGeneration};
+use infer_sdk::{Backend, CausalLmBox, Error, Result};
 
-/// A kind from the future: its model is a number.
-pub struct FutureKind;
-
-#[repr(C)]
-#[derive(StableAbi)]
-#[sabi(kind(Prefix(prefix_ref = FutureVtable)))]
-#[sabi(missing_field(panic))]
-pub struct FutureFns {
-    #[sabi(last_prefix_field)]
-    pub load: extern "C" fn(path: RStr<'_>, backend: &Backend, options: &ModelLoadOptions) -> RResult<u32, FfiError>,
-}
-
-impl Kind for FutureKind {
-    const ID: &'static str = "infer-test.future-kind/1";
-    const NAME: &'static str = "future";
-    type Boxed = u32;
-    type Vtable = FutureVtable;
-    fn vtable<L: Loader<Self>>() -> FutureVtable {
-        FutureVtable(PrefixRef::from_ref(const { &WithMetadata::new(FutureFns { load: ffi_load::<Self, L> }) }))
+infer_sdk::declare_kind! {
+    /// A kind from the future: its model is a number.
+    pub struct FutureKind {
+        id: "infer-test.future-kind/1",
+        name: "future",
+        boxed: u32,
+        vtable: FutureVtable / FutureFns,
     }
 }
 
@@ -49,25 +31,13 @@ impl IntoKind<FutureKind> for u32 {
     }
 }
 
-/// Claims the text-generation id with a vtable of another layout (its loader returns a number).
-pub struct DriftedText;
-
-#[repr(C)]
-#[derive(StableAbi)]
-#[sabi(kind(Prefix(prefix_ref = DriftedVtable)))]
-#[sabi(missing_field(panic))]
-pub struct DriftedFns {
-    #[sabi(last_prefix_field)]
-    pub load: extern "C" fn(path: RStr<'_>, backend: &Backend, options: &ModelLoadOptions) -> RResult<u64, FfiError>,
-}
-
-impl Kind for DriftedText {
-    const ID: &'static str = <TextGeneration as Kind>::ID;
-    const NAME: &'static str = "text";
-    type Boxed = u64;
-    type Vtable = DriftedVtable;
-    fn vtable<L: Loader<Self>>() -> DriftedVtable {
-        DriftedVtable(PrefixRef::from_ref(const { &WithMetadata::new(DriftedFns { load: ffi_load::<Self, L> }) }))
+infer_sdk::declare_kind! {
+    /// Claims the text-generation id with a vtable of another layout (its loader returns a number).
+    pub struct DriftedText {
+        id: <TextGeneration as Kind>::ID,
+        name: "text",
+        boxed: u64,
+        vtable: DriftedVtable / DriftedFns,
     }
 }
 
@@ -77,27 +47,13 @@ impl IntoKind<DriftedText> for u64 {
     }
 }
 
-/// Speech synthesis as an SDK of another ABI version names it (its loader returns a number).
-pub struct StaleSpeech;
-
-#[repr(C)]
-#[derive(StableAbi)]
-#[sabi(kind(Prefix(prefix_ref = StaleSpeechVtable)))]
-#[sabi(missing_field(panic))]
-pub struct StaleSpeechFns {
-    #[sabi(last_prefix_field)]
-    pub load: extern "C" fn(path: RStr<'_>, backend: &Backend, options: &ModelLoadOptions) -> RResult<u16, FfiError>,
-}
-
-impl Kind for StaleSpeech {
-    const ID: &'static str = "infer.speech-synthesis/1";
-    const NAME: &'static str = "speech synthesis";
-    type Boxed = u16;
-    type Vtable = StaleSpeechVtable;
-    fn vtable<L: Loader<Self>>() -> StaleSpeechVtable {
-        StaleSpeechVtable(PrefixRef::from_ref(
-            const { &WithMetadata::new(StaleSpeechFns { load: ffi_load::<Self, L> }) },
-        ))
+infer_sdk::declare_kind! {
+    /// Speech synthesis as an SDK of another ABI version names it (its loader returns a number).
+    pub struct StaleSpeech {
+        id: "infer.speech-synthesis/1",
+        name: "speech synthesis",
+        boxed: u16,
+        vtable: StaleSpeechVtable / StaleSpeechFns,
     }
 }
 
