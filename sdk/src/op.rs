@@ -77,64 +77,64 @@ pub enum RopeLayout {
 #[repr(C, u8)]
 #[derive(Debug, Clone, Copy, StableAbi)]
 pub enum Op<'a> {
-    /// [x] -> f(x)
+    /// `[x]` -> f(x)
     Unary(UnaryOp),
-    /// [a, b] -> a ∘ b, broadcasting.
+    /// `[a, b]` -> a ∘ b, broadcasting.
     Binary(BinaryOp),
-    /// [a, b] -> u8 mask, broadcasting.
+    /// `[a, b]` -> u8 mask, broadcasting.
     Compare(CmpOp),
-    /// [x] -> x * mul + add
+    /// `[x]` -> x * mul + add
     Affine { mul: f64, add: f64 },
-    /// [x] -> x ^ exponent
+    /// `[x]` -> x ^ exponent
     Powf { exponent: f64 },
-    /// [x] -> clamp(x, min, max)
+    /// `[x]` -> clamp(x, min, max)
     Clamp { min: f64, max: f64 },
-    /// [cond(u8), on_true, on_false] -> select, broadcasting.
+    /// `[cond(u8), on_true, on_false]` -> select, broadcasting.
     Where,
-    /// [x] -> x as dtype (float <-> float, ints <-> floats). A float matrix (out, in) to a GGML
+    /// `[x]` -> x as dtype (float <-> float, ints <-> floats). A float matrix (out, in) to a GGML
     /// block dtype quantizes it for `Linear` (`in` a multiple of the block); a backend without
     /// kernels for that format (`supports_dtype` false) answers unsupported.
     ToDType(DType),
-    /// [x] -> same data, new shape (row-major).
+    /// `[x]` -> same data, new shape (row-major).
     Reshape(RSlice<'a, usize>),
-    /// [x] -> axes permuted.
+    /// `[x]` -> axes permuted.
     Permute(RSlice<'a, usize>),
-    /// [x] -> x broadcast to shape.
+    /// `[x]` -> x broadcast to shape.
     BroadcastTo(RSlice<'a, usize>),
-    /// [x] -> x[.., start..start+len, ..] along dim.
+    /// `[x]` -> x[.., start..start+len, ..] along dim.
     Narrow { dim: usize, start: usize, len: usize },
-    /// [x0, x1, ...] -> concatenation along dim.
+    /// `[x0, x1, ...]` -> concatenation along dim.
     Concat { dim: usize },
-    /// [x] -> row-major copy (no-op when already contiguous).
+    /// `[x]` -> row-major copy (no-op when already contiguous).
     Contiguous,
-    /// [x, ids(u32)] -> x gathered along dim by the 1-D ids.
+    /// `[x, ids(u32)]` -> x gathered along dim by the 1-D ids.
     IndexSelect { dim: usize },
-    /// [x, ids(u32)] -> out[i][j] = x[i][ids[i][j]] along dim (ids same rank as x).
+    /// `[x, ids(u32)]` -> `out[i][j] = x[i][ids[i][j]]` along dim (ids same rank as x).
     Gather { dim: usize },
-    /// [x] -> reduction along dim. Sum of integers is i64 (PyTorch); Mean of integers is an
+    /// `[x]` -> reduction along dim. Sum of integers is i64 (PyTorch); Mean of integers is an
     /// error; ArgMax/ArgMin give the first extreme index as u32.
     Reduce { op: ReduceOp, dim: usize, keepdim: bool },
-    /// [x] -> softmax along the last dim, computed in f32, returned in x's dtype.
+    /// `[x]` -> softmax along the last dim, computed in f32, returned in x's dtype.
     Softmax,
-    /// [x] -> log-softmax along the last dim.
+    /// `[x]` -> log-softmax along the last dim.
     LogSoftmax,
-    /// [x] -> inclusive cumulative sum along dim (floats keep their dtype, integers give i64).
+    /// `[x]` -> inclusive cumulative sum along dim (floats keep their dtype, integers give i64).
     Cumsum { dim: usize },
-    /// [x] -> u32 indices that sort x along the last dim.
+    /// `[x]` -> u32 indices that sort x along the last dim.
     ArgSort { descending: bool },
-    /// [a, b] -> a @ b with batch dims broadcast.
+    /// `[a, b]` -> a @ b with batch dims broadcast.
     Matmul,
-    /// [x, w(out,in) (may be quantized), bias?] -> x @ wᵀ + bias
+    /// `[x, w(out,in) (may be quantized), bias?]` -> x @ wᵀ + bias
     Linear,
-    /// [ids(u32), table(vocab,dim) (may be quantized)] -> rows, shape ids.shape + [dim]
+    /// `[ids(u32), table(vocab,dim) (may be quantized)]` -> rows, shape `ids.shape + [dim]`
     Embedding,
-    /// [x, weight] -> x / rms(x) * weight, over the last dim.
+    /// `[x, weight]` -> x / rms(x) * weight, over the last dim.
     RmsNorm { eps: f32 },
-    /// [x, weight, bias?] -> layer norm over the last dim.
+    /// `[x, weight, bias?]` -> layer norm over the last dim.
     LayerNorm { eps: f32 },
-    /// [x(b,h,t,d), cos(t,d/2), sin(t,d/2)] -> rotated x.
+    /// `[x(b,h,t,d), cos(t,d/2), sin(t,d/2)]` -> rotated x.
     Rope(RopeLayout),
-    /// [q(b,hq,tq,d), k(b,hkv,tk,d), v(b,hkv,tk,dv), mask?] -> (b,hq,tq,dv).
+    /// `[q(b,hq,tq,d), k(b,hkv,tk,d), v(b,hkv,tk,dv), mask?]` -> (b,hq,tq,dv).
     /// `hq` must be a multiple of `hkv` (grouped-query attention). With `causal`, query i sits at
     /// absolute position `tk - tq + i`; `window` limits each query to the last `window` keys; an
     /// explicit additive mask (broadcastable to (b,hq,tq,tk)) is added to the scores; a positive
@@ -143,14 +143,14 @@ pub enum Op<'a> {
     /// products then take their inputs at the cache's precision, q rounded to it (backends may
     /// also round the probabilities to it, as half-precision matmuls do), accumulating in f32.
     Attention { scale: f32, causal: bool, window: usize, softcap: f32 },
-    /// [x(b,cin,l), w(cout,cin/groups,k), bias?] -> (b,cout,l')
+    /// `[x(b,cin,l), w(cout,cin/groups,k), bias?]` -> (b,cout,l')
     Conv1d { stride: usize, padding: usize, dilation: usize, groups: usize },
-    /// [x(b,cin,l), w(cin,cout/groups,k), bias?] -> (b,cout,l')
+    /// `[x(b,cin,l), w(cin,cout/groups,k), bias?]` -> (b,cout,l')
     ConvTranspose1d { stride: usize, padding: usize, output_padding: usize, dilation: usize, groups: usize },
-    /// [dst, src] -> dst with src written at `start` along dim. Backends may write in place: the
+    /// `[dst, src]` -> dst with src written at `start` along dim. Backends may write in place: the
     /// caller must treat `dst` as consumed (KV caches use this).
     SliceAssign { dim: usize, start: usize },
-    /// [x(b,c,t), alpha, inv_beta] -> `x + inv_beta · sin²(alpha · x)` per channel (dim 1): the
+    /// `[x(b,c,t), alpha, inv_beta]` -> `x + inv_beta · sin²(alpha · x)` per channel (dim 1): the
     /// Snake / SnakeBeta activation of audio codecs (BigVGAN, DAC), its factors given as values
     /// (`alpha`, `inv_beta`: c values each, any shape). The result is the composition's, each
     /// step rounded to x's dtype in that order (`mul`, `sin`, `sqr`, `mul`, `add`); one pass

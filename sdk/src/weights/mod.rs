@@ -177,7 +177,7 @@ fn dequantize_blocks(dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Vec<
 }
 
 /// Named weights of one checkpoint bound to a backend and a compute dtype. Cloning is cheap;
-/// [`Weights::pp`] narrows to a name prefix, as blocks fetch their own weights.
+/// [`Weights::prefixed`] narrows to a name prefix, as blocks fetch their own weights.
 #[derive(Clone)]
 pub struct Weights {
     store: Arc<Store>,
