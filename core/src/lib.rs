@@ -56,7 +56,7 @@ pub use infer_sdk::text::causal_lm::{CausalLm, CausalLmBox};
 pub use infer_sdk::text::generation_defaults::SamplingDefaults;
 pub use infer_sdk::text::kv_cache::{KvCache, LayerCache};
 pub use infer_sdk::text::model::{TextModel, TokenStream};
-pub use infer_sdk::text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch};
+pub use infer_sdk::text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch, TokenLogprobs};
 pub use infer_sdk::text::tokenizer::Tokenizer;
 pub use infer_sdk::text::types::{
     BatchResult, CancelToken, ChatTemplateOrigin, ClassifyResult, GenerateConfig, GenerateMetrics, LoadConfig, Message,

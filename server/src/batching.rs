@@ -417,7 +417,7 @@ impl Scheduler {
 
     fn dispatch(&self, event: SeqEvent, live: &mut HashMap<SeqId, Live>) {
         match event {
-            SeqEvent::Token { seq, token } => {
+            SeqEvent::Token { seq, token, .. } => {
                 let Some(l) = live.get_mut(&seq) else { return };
                 let now = Instant::now();
                 match l.last_token {

@@ -33,7 +33,7 @@ fn batched(model: &dyn TextModel, jobs: &[(Vec<u32>, usize, usize)]) -> Vec<Vec<
         for e in batch.step() {
             let job = |seq| ids.iter().position(|i| *i == Some(seq)).unwrap();
             match e {
-                SeqEvent::Token { seq, token } => out[job(seq)].push(token.id),
+                SeqEvent::Token { seq, token, .. } => out[job(seq)].push(token.id),
                 SeqEvent::Finished { .. } => done += 1,
                 SeqEvent::Failed { error, .. } => panic!("{error}"),
             }

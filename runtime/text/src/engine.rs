@@ -376,7 +376,7 @@ impl<'a> Generation<'a> {
             return Ok(None);
         }
         let mut logits = self.next_logits()?;
-        let id = self.sampler.sample(&mut logits, &self.history);
+        let id = self.sampler.sample_generated(&mut logits, &self.history, &self.history[self.prompt_len..]);
         if self.first_token.is_none() {
             self.first_token = Some(self.started.elapsed());
         }
@@ -513,7 +513,7 @@ impl BatchGeneration {
             step_ids = Vec::with_capacity(n);
             for row in 0..n {
                 let mut last = all[row * vocab..(row + 1) * vocab].to_vec();
-                let id = samplers[row].sample(&mut last, &histories[row]);
+                let id = samplers[row].sample_generated(&mut last, &histories[row], &outputs[row]);
                 if !finished[row] {
                     if stop_ids.contains(&id) {
                         finished[row] = true;

@@ -1,9 +1,12 @@
-//! The sampling chain on last-position logits: repeat penalty, then greedy when temperature is
-//! 0, else temperature -> top-k -> top-p -> min-p -> a seeded categorical draw (the order
-//! transformers' logits processors use).
+//! The sampling chain on last-position logits: the adjustments (repeat penalty, OpenAI's
+//! presence and frequency penalties, logit bias), then greedy when temperature is 0, else
+//! temperature -> top-k -> top-p -> min-p -> a seeded categorical draw (the order transformers'
+//! logits processors use). Each row is sampled alone, so a sequence draws the same whatever else
+//! is in its batch.
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
+use infer_sdk::text::sequence_batch::TokenLogprobs;
 use infer_sdk::text::types::GenerateConfig;
 
 pub struct Sampler {
@@ -12,6 +15,9 @@ pub struct Sampler {
     top_p: f32,
     min_p: f32,
     repeat_penalty: f32,
+    presence_penalty: f32,
+    frequency_penalty: f32,
+    logit_bias: Vec<(u32, f32)>,
     rng: StdRng,
 }
 
@@ -27,15 +33,45 @@ impl Sampler {
             top_p: cfg.top_p,
             min_p: cfg.min_p,
             repeat_penalty: cfg.repeat_penalty,
+            presence_penalty: cfg.presence_penalty,
+            frequency_penalty: cfg.frequency_penalty,
+            logit_bias: cfg.logit_bias.clone(),
             rng,
         }
     }
 
-    /// Picks the next id from `logits` given the ids seen so far (prompt and output).
+    /// Picks the next id from `logits` given the ids seen so far (prompt and output), with no
+    /// presence or frequency penalty (they count generated ids: [`Sampler::sample_generated`]).
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
+        self.sample_generated(logits, history, &[])
+    }
+
+    /// [`Sampler::sample`] for a generation: `generated` (the tail of `history` after the
+    /// prompt) is what the presence and frequency penalties count.
+    pub fn sample_generated(&mut self, logits: &mut [f32], history: &[u32], generated: &[u32]) -> u32 {
+        self.adjust(logits, history, generated);
+        self.pick(logits)
+    }
+
+    /// The adjustments before the draw, in place: repeat penalty over `history`, presence and
+    /// frequency penalties over `generated`, then the logit bias (last, so +100 forces a token
+    /// whatever the penalties did).
+    pub fn adjust(&self, logits: &mut [f32], history: &[u32], generated: &[u32]) {
         if self.repeat_penalty != 1.0 {
             apply_repeat_penalty(logits, history, self.repeat_penalty);
         }
+        if self.presence_penalty != 0.0 || self.frequency_penalty != 0.0 {
+            apply_openai_penalties(logits, generated, self.presence_penalty, self.frequency_penalty);
+        }
+        for &(id, bias) in &self.logit_bias {
+            if let Some(l) = logits.get_mut(id as usize) {
+                *l += bias;
+            }
+        }
+    }
+
+    /// Draws from adjusted `logits` (greedy at temperature 0).
+    pub fn pick(&mut self, logits: &[f32]) -> u32 {
         if self.temperature <= 0.0 {
             return argmax(logits);
         }
@@ -105,6 +141,39 @@ pub fn argmax(logits: &[f32]) -> u32 {
     let chunk = logits.chunks(LANES).position(|c| c.iter().fold(false, |hit, &v| hit | (v == max))).unwrap_or(0);
     let within = logits[chunk * LANES..].iter().position(|&v| v == max).unwrap_or(0);
     (chunk * LANES + within) as u32
+}
+
+/// The log-softmax of `logits` at `id` and at the `top` most likely ids (most likely first; ties
+/// by lower id). NaN logits count as impossible.
+pub fn token_logprobs(logits: &[f32], id: u32, top: usize) -> TokenLogprobs {
+    let max = logits.iter().copied().filter(|l| !l.is_nan()).fold(f32::NEG_INFINITY, f32::max);
+    // In f64: a vocabulary of 10^5 terms summed in f32 loses the small ones.
+    let sum: f64 = logits.iter().filter(|l| !l.is_nan()).map(|&l| ((l - max) as f64).exp()).sum();
+    let log_z = max as f64 + sum.ln();
+    let logprob = |l: f32| if l.is_nan() { f32::NEG_INFINITY } else { (l as f64 - log_z) as f32 };
+    let mut ids: Vec<u32> = (0..logits.len() as u32).collect();
+    let order = |a: &u32, b: &u32| logprob(logits[*b as usize]).total_cmp(&logprob(logits[*a as usize])).then(a.cmp(b));
+    let top = top.min(ids.len());
+    if top > 0 && top < ids.len() {
+        ids.select_nth_unstable_by(top - 1, order);
+    }
+    ids.truncate(top);
+    ids.sort_unstable_by(order);
+    TokenLogprobs {
+        logprob: logits.get(id as usize).map_or(f32::NEG_INFINITY, |&l| logprob(l)),
+        top: ids.into_iter().map(|i| (i, logprob(logits[i as usize]))).collect(),
+    }
+}
+
+/// OpenAI's penalties: an id generated `n > 0` times loses `presence + frequency · n`.
+pub fn apply_openai_penalties(logits: &mut [f32], generated: &[u32], presence: f32, frequency: f32) {
+    let mut ids = generated.to_vec();
+    ids.sort_unstable();
+    for run in ids.chunk_by(|a, b| a == b) {
+        if let Some(l) = logits.get_mut(run[0] as usize) {
+            *l -= presence + frequency * run.len() as f32;
+        }
+    }
 }
 
 /// CTRL-style penalty: positive logits of seen ids are divided by `penalty`, negative ones
@@ -177,6 +246,55 @@ mod tests {
     fn repeat_penalty_changes_winner() {
         let mut s = Sampler::new(&GenerateConfig { repeat_penalty: 2.0, ..cfg(0.0) });
         assert_eq!(s.sample(&mut [2.0, 1.5, -1.0], &[0]), 1);
+    }
+
+    #[test]
+    fn openai_penalties_subtract_presence_once_and_frequency_per_occurrence() {
+        let mut logits = [1.0, 1.0, 1.0, 1.0];
+        apply_openai_penalties(&mut logits, &[2, 0, 2, 2, 9], 0.5, 0.25);
+        assert_eq!(logits, [1.0 - 0.75, 1.0, 1.0 - 1.25, 1.0]);
+        // Negative values reward repeats, as the API allows.
+        let mut logits = [0.0, 0.0];
+        apply_openai_penalties(&mut logits, &[1], -1.0, -1.0);
+        assert_eq!(logits, [0.0, 2.0]);
+    }
+
+    #[test]
+    fn presence_penalty_counts_generated_ids_not_the_prompt() {
+        let cfg = GenerateConfig { presence_penalty: 2.0, ..cfg(0.0) };
+        // Id 0 is in the prompt only: untouched, it wins.
+        assert_eq!(Sampler::new(&cfg).sample_generated(&mut [2.0, 1.5, -1.0], &[0, 1], &[1]), 0);
+        // Generated, it loses 2 and id 1 wins.
+        assert_eq!(Sampler::new(&cfg).sample_generated(&mut [2.0, 1.5, -1.0], &[0], &[0]), 1);
+        // `sample` (no generated ids) leaves the logits alone.
+        assert_eq!(Sampler::new(&cfg).sample(&mut [2.0, 1.5, -1.0], &[0]), 0);
+    }
+
+    #[test]
+    fn logit_bias_forces_or_bans_and_ignores_ids_past_the_vocabulary() {
+        let ban = GenerateConfig { logit_bias: vec![(2, -100.0), (99, 5.0)], ..cfg(0.0) };
+        assert_eq!(Sampler::new(&ban).sample(&mut [0.0, 0.5, 2.0], &[]), 1);
+        let force = GenerateConfig { logit_bias: vec![(0, 100.0)], frequency_penalty: 1.0, ..cfg(1.0) };
+        let mut s = Sampler::new(&force);
+        for _ in 0..50 {
+            assert_eq!(s.sample_generated(&mut [0.0, 3.0, 2.0], &[0], &[0, 0, 0]), 0);
+        }
+    }
+
+    #[test]
+    fn logprobs_are_the_log_softmax_with_the_best_ids_first() {
+        let logits = [1.0, 3.0, 2.0, 3.0, f32::NAN];
+        let lp = token_logprobs(&logits, 2, 3);
+        let z = (1f64.exp() + 2.0 * 3f64.exp() + 2f64.exp()).ln();
+        assert!((lp.logprob as f64 - (2.0 - z)).abs() < 1e-6, "{lp:?}");
+        assert_eq!(lp.top.iter().map(|t| t.0).collect::<Vec<_>>(), [1, 3, 2]);
+        assert_eq!(lp.top[0].1, lp.top[1].1);
+        let all = token_logprobs(&logits, 4, 10);
+        assert_eq!(all.top.len(), 5);
+        assert_eq!(all.logprob, f32::NEG_INFINITY);
+        let mass: f64 = all.top.iter().map(|t| (t.1 as f64).exp()).sum();
+        assert!((mass - 1.0).abs() < 1e-6, "{mass}");
+        assert!(token_logprobs(&logits, 1, 0).top.is_empty());
     }
 
     #[test]

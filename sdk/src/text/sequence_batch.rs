@@ -32,12 +32,24 @@ impl FinishReason {
     }
 }
 
+/// Log-probabilities at one step: the log-softmax of the logits the token was drawn from, after
+/// the repeat, presence and frequency penalties and the logit bias, before temperature and
+/// truncation (top-k/p, min-p), so they do not depend on the temperature.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprobs {
+    /// The generated id's.
+    pub logprob: f32,
+    /// The most likely ids and theirs, most likely first (as many as the config asked for).
+    pub top: Vec<(u32, f32)>,
+}
+
 /// What one step produced for one sequence.
 #[derive(Debug)]
 pub enum SeqEvent {
     /// A generated token; its text may be empty (a partial character, or text held back because
     /// it may begin a stop string).
-    Token { seq: SeqId, token: Token },
+    /// `logprobs` when the sequence's config asked for them.
+    Token { seq: SeqId, token: Token, logprobs: Option<TokenLogprobs> },
     /// The sequence ended and left the batch.
     Finished { seq: SeqId, reason: FinishReason, prompt_tokens: usize, completion_tokens: usize },
     /// The sequence failed and left the batch.

@@ -52,12 +52,23 @@ pub struct GenerateConfig {
     pub min_p: f32,
     /// 1.0 disables.
     pub repeat_penalty: f32,
+    /// OpenAI's additive penalties over the generated tokens (the prompt is not counted): a
+    /// token generated `n` times loses `presence_penalty · [n > 0] + frequency_penalty · n` from
+    /// its logit. 0 disables.
+    pub presence_penalty: f32,
+    pub frequency_penalty: f32,
+    /// Added to these ids' logits before sampling (OpenAI's `logit_bias`; ids past the
+    /// vocabulary are ignored).
+    pub logit_bias: Vec<(u32, f32)>,
     /// Extra stop token ids (the model's end-of-turn ids always stop unless `ignore_eos`).
     pub stop_tokens: Vec<u32>,
     /// Generation stops when the decoded output ends with one of these (the string is not emitted).
     pub stop_strings: Vec<String>,
     pub ignore_eos: bool,
     pub seed: Option<u64>,
+    /// Report each generated token's log-probability and those of the `n` most likely ids at
+    /// its step (`None`: none). Continuous batches carry them in their token events.
+    pub logprobs: Option<usize>,
     /// Keep the last-position logits of each step in the stream's tokens (for tests and tools).
     pub return_logits: bool,
 }
@@ -71,10 +82,14 @@ impl Default for GenerateConfig {
             top_p: 1.0,
             min_p: 0.0,
             repeat_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            logit_bias: Vec::new(),
             stop_tokens: Vec::new(),
             stop_strings: Vec::new(),
             ignore_eos: false,
             seed: None,
+            logprobs: None,
             return_logits: false,
         }
     }

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use crate::sampling::Sampler;
+use crate::sampling::{token_logprobs, Sampler};
 use infer_sdk::text::kv_cache::KvCache;
 use infer_sdk::text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch};
 use infer_sdk::text::tokenizer::StreamDecoder;
@@ -71,7 +71,8 @@ impl Sequence {
     /// Samples from `logits` and advances: the event to report and whether the sequence ended.
     fn advance(&mut self, engine: &LlmEngine, mut logits: Vec<f32>, max_positions: usize) -> Result<Vec<SeqEvent>> {
         // The sampler runs on replayed steps too, so a seeded one draws what it drew before.
-        let sampled = self.sampler.sample(&mut logits, &self.history);
+        self.sampler.adjust(&mut logits, &self.history, &self.history[self.prompt_len..]);
+        let sampled = self.sampler.pick(&logits);
         let replayed = self.replay.pop_front();
         let id = replayed.unwrap_or(sampled);
         if replayed.is_none() && self.stop_ids.contains(&id) {
@@ -98,7 +99,8 @@ impl Sequence {
             Some(FinishReason::Length) => emit + &std::mem::take(&mut self.held),
             _ => emit,
         };
-        let mut events = vec![SeqEvent::Token { seq: self.id, token: Token { id, text } }];
+        let logprobs = self.cfg.logprobs.map(|n| token_logprobs(&logits, id, n));
+        let mut events = vec![SeqEvent::Token { seq: self.id, token: Token { id, text }, logprobs }];
         events.extend(ending.map(|r| self.finished(r)));
         Ok(events)
     }
