@@ -121,7 +121,7 @@ def case_errors(c, model, tts):
     msg = [{"role": "user", "content": "hi"}]
     return {
         "unknown_model": error_of(lambda: c.chat.completions.create(model="no-such-model", messages=msg)),
-        "penalty": error_of(lambda: c.chat.completions.create(model=model, messages=msg, presence_penalty=0.5)),
+        "penalty": error_of(lambda: c.chat.completions.create(model=model, messages=msg, presence_penalty=2.5)),
         "temperature": error_of(lambda: c.chat.completions.create(model=model, messages=msg, temperature=5)),
         "wrong_kind": error_of(lambda: c.audio.speech.create(model=model, input="x", voice="default")),
         "aac": error_of(lambda: c.audio.speech.create(model=tts, input="x", voice="default", response_format="aac")),

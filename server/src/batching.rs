@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use infer_core::{FinishReason, GenerateConfig, SeqEvent, SeqId, SequenceBatch, TextModel};
+use infer_core::{FinishReason, GenerateConfig, SeqEvent, SeqId, SequenceBatch, TextModel, TokenLogprobs};
 use tokio::sync::{mpsc, Semaphore};
 
 pub use faults::Fault;
@@ -29,8 +29,17 @@ use crate::state::Liveness;
 /// What a request receives from the scheduler, in order: tokens, then `Done` or `Failed`.
 #[derive(Debug)]
 pub enum JobEvent {
-    Token(String),
-    Done { reason: FinishReason, prompt_tokens: usize, completion_tokens: usize },
+    /// Text, and with it the generated id and its log-probabilities when the request asked for
+    /// them (text owed from a held-back stop-string prefix comes without).
+    Token {
+        text: String,
+        logprobs: Option<(u32, TokenLogprobs)>,
+    },
+    Done {
+        reason: FinishReason,
+        prompt_tokens: usize,
+        completion_tokens: usize,
+    },
     Failed(ApiError),
 }
 
@@ -203,9 +212,13 @@ impl Live {
     }
 
     fn send_text(&mut self, text: String) {
+        self.send_token(text, None);
+    }
+
+    fn send_token(&mut self, text: String, logprobs: Option<(u32, TokenLogprobs)>) {
         self.emitted += text.len();
         // A send fails only when the client left: the next boundary removes it.
-        let _ = self.events.send(JobEvent::Token(text));
+        let _ = self.events.send(JobEvent::Token { text, logprobs });
     }
 
     fn done(self, reason: FinishReason) {
@@ -417,7 +430,7 @@ impl Scheduler {
 
     fn dispatch(&self, event: SeqEvent, live: &mut HashMap<SeqId, Live>) {
         match event {
-            SeqEvent::Token { seq, token, .. } => {
+            SeqEvent::Token { seq, token, logprobs } => {
                 let Some(l) = live.get_mut(&seq) else { return };
                 let now = Instant::now();
                 match l.last_token {
@@ -427,7 +440,7 @@ impl Scheduler {
                 l.last_token = Some(now);
                 l.generated.push(token.id);
                 let text = std::mem::take(&mut l.carry) + &token.text;
-                l.send_text(text);
+                l.send_token(text, logprobs.map(|lp| (token.id, lp)));
             }
             SeqEvent::Finished { seq, reason, .. } => {
                 if let Some(mut l) = live.remove(&seq) {
@@ -487,7 +500,7 @@ mod tests {
         let mut tokens = Vec::new();
         while let Some(e) = rx.blocking_recv() {
             match e {
-                JobEvent::Token(t) => tokens.push(t),
+                JobEvent::Token { text, .. } => tokens.push(text),
                 end => return (tokens, Some(end)),
             }
         }

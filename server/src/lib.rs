@@ -11,6 +11,7 @@ pub mod error;
 mod extract;
 mod ids;
 mod load;
+pub mod logprobs;
 pub mod metrics;
 pub mod openai;
 mod routes;

@@ -54,32 +54,54 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The model served under `name` (its name or alias), exactly.
     pub fn model(&self, name: &str) -> Result<&Served, ApiError> {
         self.models.get(name).ok_or_else(|| ApiError::model_not_found(name, &self.names()))
+    }
+
+    /// The model a request names, and the name it is served under. A server of one model takes
+    /// any name, or none, for it (as llama-server does: clients send `gpt-4o` or whatever their
+    /// setup says); with several, the name must be one of theirs.
+    pub fn resolve(&self, name: Option<&str>) -> Result<(&str, &Served), ApiError> {
+        if let Some((served, model)) = name.and_then(|n| self.models.get_key_value(n)) {
+            return Ok((served.as_str(), model));
+        }
+        if self.models.len() == 1 {
+            let (served, model) = self.models.iter().next().expect("one model");
+            return Ok((served.as_str(), model));
+        }
+        match name {
+            Some(n) => Err(ApiError::model_not_found(n, &self.names())),
+            None => Err(ApiError::param(
+                "model",
+                format!("`model` is required: this server serves {}", self.names().join(", ")),
+            )),
+        }
     }
 
     pub fn names(&self) -> Vec<String> {
         self.models.keys().cloned().collect()
     }
 
-    pub fn text(&self, name: &str, endpoint: &str) -> Result<&TextService, ApiError> {
-        match self.model(name)? {
-            Served::Text(t) => Ok(t),
-            other => Err(wrong_kind(name, other, endpoint, "text generation")),
+    /// The text model a request names ([`AppState::resolve`]) and its served name.
+    pub fn text(&self, name: Option<&str>, endpoint: &str) -> Result<(&str, &TextService), ApiError> {
+        match self.resolve(name)? {
+            (served, Served::Text(t)) => Ok((served, t)),
+            (served, other) => Err(wrong_kind(served, other, endpoint, "text generation")),
         }
     }
 
     pub fn speech(&self, name: &str) -> Result<&SpeechService, ApiError> {
-        match self.model(name)? {
-            Served::Speech(s) => Ok(s),
-            other => Err(wrong_kind(name, other, "/v1/audio/speech", "speech synthesis")),
+        match self.resolve(Some(name))? {
+            (_, Served::Speech(s)) => Ok(s),
+            (served, other) => Err(wrong_kind(served, other, "/v1/audio/speech", "speech synthesis")),
         }
     }
 
     pub fn recognizer(&self, name: &str, endpoint: &str) -> Result<&RecognizerService, ApiError> {
-        match self.model(name)? {
-            Served::Recognizer(r) => Ok(r),
-            other => Err(wrong_kind(name, other, endpoint, "speech recognition")),
+        match self.resolve(Some(name))? {
+            (_, Served::Recognizer(r)) => Ok(r),
+            (served, other) => Err(wrong_kind(served, other, endpoint, "speech recognition")),
         }
     }
 }

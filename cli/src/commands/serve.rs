@@ -40,6 +40,10 @@ pub struct ServeArgs {
     /// Requests that may wait for a slot before the server answers 429.
     #[arg(long)]
     pub queue: Option<usize>,
+    /// The name --model is served under: what /v1/models lists (default: its file or folder
+    /// name). A server of one model answers requests naming any model, this one included.
+    #[arg(long, requires = "model")]
+    pub alias: Option<String>,
     /// Backend for --model (candle, cpu, a plugin's name).
     #[arg(long, short, requires = "model")]
     pub backend: Option<String>,
@@ -57,6 +61,7 @@ pub fn run(registry: &Registry, args: ServeArgs) -> Result<()> {
         (Some(path), _) => ServerConfig::from_file(path)?,
         (None, Some(model)) => {
             let mut spec = ModelSpec::from_path(model.clone());
+            spec.name = args.alias.clone();
             spec.backend = args.backend.clone();
             spec.context_len = args.context_len.unwrap_or(0);
             spec.quant = args.quant.clone();

@@ -5,6 +5,7 @@ mod audio;
 mod health;
 mod live;
 mod text;
+mod tokenize;
 mod transcription;
 
 use std::sync::Arc;
@@ -43,12 +44,20 @@ pub fn router(state: Arc<AppState>) -> Result<Router> {
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() });
+    // llama-server's paths, outside /v1, behind the same key.
+    let tokenizer = Router::new()
+        .route("/tokenize", post(tokenize::tokenize))
+        .route("/detokenize", post(tokenize::detokenize))
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() });
     let mut metrics_route = get(metrics);
     if limits.metrics_require_key {
         metrics_route = metrics_route.route_layer(middleware::from_fn_with_state(state.clone(), require_api_key));
     }
     let mut router = Router::new()
         .nest("/v1", api)
+        .merge(tokenizer)
         .route("/", get(index))
         .route("/health", get(health::health))
         .route("/metrics", metrics_route)

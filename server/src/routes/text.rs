@@ -1,37 +1,50 @@
-//! POST /v1/chat/completions and /v1/completions: prompt ids in, the scheduler's tokens out, as
-//! one JSON object or as server-sent events (`data: {chunk}` ... `data: [DONE]`).
+//! POST /v1/chat/completions and /v1/completions: prompt ids in, each choice a sequence of the
+//! scheduler's batch, its tokens out ([`reply`]: one JSON object or server-sent events).
 
-use std::convert::Infallible;
+mod reply;
+
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use infer_core::{FinishReason, GenerateConfig, TextModel};
-use serde_json::{json, Value};
-use tokio::sync::mpsc::UnboundedReceiver;
-use tokio_stream::wrappers::UnboundedReceiverStream;
-use tokio_stream::StreamExt;
+use infer_core::{GenerateConfig, TextModel};
 
 use crate::batching::{Fault, JobEvent, TextService};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
-use crate::openai::{ChatRequest, CompletionRequest, Prompt, RequestLimits};
+use crate::openai::{ChatRequest, CompletionRequest, Prompt, RequestLimits, Sampling};
 use crate::state::AppState;
+use reply::{Choice, Kind, Reply};
+
+/// The generation settings of a request to `text` ([`Sampling::generate_config`] with the
+/// model's defaults and vocabulary), asking for `logprobs` alternatives per token when set.
+fn generate_config(
+    sampling: &Sampling,
+    state: &AppState,
+    text: &TextService,
+    logprobs: Option<usize>,
+) -> Result<GenerateConfig, ApiError> {
+    let vocab = text.model.info().vocab_size;
+    let cfg = sampling.generate_config(RequestLimits::of(&state.config), &text.model.sampling_defaults(), vocab)?;
+    Ok(GenerateConfig { logprobs, ..cfg })
+}
 
 pub async fn chat_completions(
     State(state): State<Arc<AppState>>,
     ApiJson(req): ApiJson<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let text = state.text(&req.model, "/v1/chat/completions")?;
+    let (name, text) = state.text(req.model.as_deref(), "/v1/chat/completions")?;
     req.check_supported()?;
     let messages = req.messages()?;
-    let cfg = req.sampling.generate_config(RequestLimits::of(&state.config))?;
-    let name = req.model.clone();
+    let logprobs = req.logprobs()?;
+    let cfg = generate_config(&req.sampling, &state, text, logprobs)?;
+    let n = req.sampling.choices()?;
+    let usage = req.stream_options.is_some_and(|o| o.include_usage);
+    let reply = Reply::new(Kind::Chat, name, usage, logprobs.is_some(), text.model.clone());
+    let name = name.to_string();
     let prompt = prepare(text, move |model| {
         model.chat_ids(&messages).map_err(|e| match e {
             infer_core::Error::Unsupported(_) => ApiError::param(
@@ -42,9 +55,8 @@ pub async fn chat_completions(
         })
     })
     .await?;
-    let reply = Reply::new(Kind::Chat, &req.model, req.stream_options.is_some_and(|o| o.include_usage));
     let fault = Fault::from_user(req.sampling.user.as_deref());
-    generate(text, Prepared { prompt, cfg, arrived, fault }, reply, req.stream).await
+    generate(text, Prepared { prompt, cfg, n, arrived, fault }, reply, req.stream).await
 }
 
 pub async fn completions(
@@ -52,12 +64,15 @@ pub async fn completions(
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let text = state.text(&req.model, "/v1/completions")?;
+    let (name, text) = state.text(req.model.as_deref(), "/v1/completions")?;
     req.check_supported()?;
-    let cfg = req.sampling.generate_config(RequestLimits::of(&state.config))?;
+    let logprobs = req.logprobs()?;
+    let cfg = generate_config(&req.sampling, &state, text, logprobs)?;
+    let n = req.sampling.choices()?;
     let one = "only one prompt per request is supported: send one request per prompt";
     let fault = Fault::from_user(req.sampling.user.as_deref());
-    let reply = Reply::new(Kind::Completion, &req.model, req.stream_options.is_some_and(|o| o.include_usage));
+    let usage = req.stream_options.is_some_and(|o| o.include_usage);
+    let reply = Reply::new(Kind::Completion, name, usage, logprobs.is_some(), text.model.clone());
     let prompt = match req.prompt {
         Prompt::Ids(ids) => ids,
         Prompt::IdLists(mut v) if v.len() == 1 => v.remove(0),
@@ -65,7 +80,7 @@ pub async fn completions(
         Prompt::Texts(mut v) if v.len() == 1 => encode(text, v.remove(0)).await?,
         _ => return Err(ApiError::unsupported("prompt", one)),
     };
-    generate(text, Prepared { prompt, cfg, arrived, fault }, reply, req.stream).await
+    generate(text, Prepared { prompt, cfg, n, arrived, fault }, reply, req.stream).await
 }
 
 async fn encode(text: &TextService, prompt: String) -> Result<Vec<u32>, ApiError> {
@@ -82,7 +97,7 @@ async fn encode(text: &TextService, prompt: String) -> Result<Vec<u32>, ApiError
 /// Runs a template render or tokenization on the blocking pool, at most `prepare_tasks` at once:
 /// a long prompt costs seconds of CPU that must not hold an async worker (every stream's bytes go
 /// through those). The permit lives as long as the work, even when the client leaves.
-async fn prepare<T: Send + 'static>(
+pub(super) async fn prepare<T: Send + 'static>(
     text: &TextService,
     work: impl FnOnce(&dyn TextModel) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -101,12 +116,14 @@ async fn prepare<T: Send + 'static>(
 struct Prepared {
     prompt: Vec<u32>,
     cfg: GenerateConfig,
+    /// Choices: each its own sequence in the batch.
+    n: usize,
     arrived: Instant,
     fault: Option<Fault>,
 }
 
 async fn generate(text: &TextService, req: Prepared, reply: Reply, stream: bool) -> Result<Response, ApiError> {
-    let Prepared { prompt, mut cfg, arrived, fault } = req;
+    let Prepared { prompt, mut cfg, n, arrived, fault } = req;
     let limit = text.context_limit();
     if prompt.is_empty() {
         return Err(ApiError::param("prompt", "the prompt is empty"));
@@ -127,173 +144,31 @@ async fn generate(text: &TextService, req: Prepared, reply: Reply, stream: bool)
     if deadline.is_some_and(|d| Instant::now() >= d) {
         return Err(timed_out());
     }
-    let mut events = text.submit(prompt, cfg, arrived, fault)?;
-    // Wait for the first event, so a request the batch refuses still gets a proper status; one
-    // still queued at its deadline is answered here (dropping the receiver cancels it).
-    let first = match deadline {
-        Some(d) => tokio::time::timeout_at(d.into(), events.recv()).await.map_err(|_| timed_out())?,
-        None => events.recv().await,
-    };
-    let first = first.ok_or_else(|| text.stopped())?;
-    if let JobEvent::Failed(e) = first {
-        return Err(e);
+    let mut receivers = Vec::with_capacity(n);
+    for i in 0..n {
+        // Each choice its own draws: choice i seeds with seed + i (choice 0 with the seed, as
+        // n = 1 does); unseeded ones each seed from the OS.
+        let cfg = GenerateConfig { seed: cfg.seed.map(|s| s.wrapping_add(i as u64)), ..cfg.clone() };
+        // A refusal drops the choices already queued, which cancels them.
+        receivers.push(text.submit(prompt.clone(), cfg, arrived, fault)?);
+    }
+    let mut choices = Vec::with_capacity(n);
+    for mut events in receivers {
+        // Wait for the first event, so a request the batch refuses still gets a proper status;
+        // one still queued at its deadline is answered here (dropping the receivers cancels it).
+        let first = match deadline {
+            Some(d) => tokio::time::timeout_at(d.into(), events.recv()).await.map_err(|_| timed_out())?,
+            None => events.recv().await,
+        };
+        let first = first.ok_or_else(|| text.stopped())?;
+        if let JobEvent::Failed(e) = first {
+            return Err(e);
+        }
+        choices.push(Choice { first, events });
     }
     if stream {
-        Ok(reply.stream(first, events))
+        Ok(reply.stream(choices))
     } else {
-        reply.collect(first, events).await.map(|v| Json(v).into_response())
+        reply.collect(choices).await.map(|v| Json(v).into_response())
     }
-}
-
-#[derive(Clone, Copy)]
-enum Kind {
-    Chat,
-    Completion,
-}
-
-/// Builds the response objects of one request.
-struct Reply {
-    kind: Kind,
-    id: String,
-    model: String,
-    created: u64,
-    include_usage: bool,
-}
-
-impl Reply {
-    fn new(kind: Kind, model: &str, include_usage: bool) -> Self {
-        let prefix = match kind {
-            Kind::Chat => "chatcmpl",
-            Kind::Completion => "cmpl",
-        };
-        Reply {
-            kind,
-            id: crate::ids::new_id(prefix),
-            model: model.to_string(),
-            created: crate::ids::unix_now(),
-            include_usage,
-        }
-    }
-
-    fn usage(prompt: usize, completion: usize) -> Value {
-        json!({ "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion })
-    }
-
-    async fn collect(self, first: JobEvent, mut events: UnboundedReceiver<JobEvent>) -> Result<Value, ApiError> {
-        let mut text = String::new();
-        let mut next = Some(first);
-        loop {
-            let event = match next.take() {
-                Some(e) => Some(e),
-                None => events.recv().await,
-            };
-            match event {
-                Some(JobEvent::Token(t)) => text.push_str(&t),
-                Some(JobEvent::Done { reason, prompt_tokens, completion_tokens }) => {
-                    let choice = match self.kind {
-                        Kind::Chat => json!({
-                            "index": 0,
-                            "message": { "role": "assistant", "content": text },
-                            "finish_reason": reason.as_str(),
-                            "logprobs": null,
-                        }),
-                        Kind::Completion => {
-                            json!({ "index": 0, "text": text, "finish_reason": reason.as_str(), "logprobs": null })
-                        }
-                    };
-                    return Ok(json!({
-                        "id": self.id,
-                        "object": self.object(),
-                        "created": self.created,
-                        "model": self.model,
-                        "choices": [choice],
-                        "usage": Self::usage(prompt_tokens, completion_tokens),
-                    }));
-                }
-                Some(JobEvent::Failed(e)) => return Err(e),
-                None => return Err(ApiError::internal("the generation ended without a result")),
-            }
-        }
-    }
-
-    fn object(&self) -> &'static str {
-        match self.kind {
-            Kind::Chat => "chat.completion",
-            Kind::Completion => "text_completion",
-        }
-    }
-
-    fn chunk(&self, delta: Option<&str>, role: bool, finish: Option<FinishReason>) -> Value {
-        let finish = finish.map(FinishReason::as_str);
-        let (object, choice) = match self.kind {
-            Kind::Chat => {
-                let mut d = serde_json::Map::new();
-                if role {
-                    d.insert("role".into(), "assistant".into());
-                }
-                if let Some(t) = delta {
-                    d.insert("content".into(), t.into());
-                }
-                ("chat.completion.chunk", json!({ "index": 0, "delta": d, "finish_reason": finish, "logprobs": null }))
-            }
-            Kind::Completion => (
-                "text_completion",
-                json!({ "index": 0, "text": delta.unwrap_or(""), "finish_reason": finish, "logprobs": null }),
-            ),
-        };
-        let mut v = json!({
-            "id": self.id, "object": object, "created": self.created, "model": self.model, "choices": [choice],
-        });
-        if self.include_usage {
-            v["usage"] = Value::Null;
-        }
-        v
-    }
-
-    /// One SSE body: a chunk per token (a first one with the role, for chat), a last one with
-    /// the finish reason, the usage chunk when asked for, and `[DONE]`; a failure mid-way ends
-    /// the stream with an error event instead. Dropping the body (client gone) drops the
-    /// receiver, which cancels the generation at the next step.
-    fn stream(self, first: JobEvent, events: UnboundedReceiver<JobEvent>) -> Response {
-        let mut opened = false;
-        let head = tokio_stream::once(first);
-        let body = head.chain(UnboundedReceiverStream::new(events)).map(move |event| {
-            let mut out = String::new();
-            if !opened {
-                opened = true;
-                if let Kind::Chat = self.kind {
-                    sse(&mut out, &self.chunk(Some(""), true, None));
-                }
-            }
-            match event {
-                JobEvent::Token(t) if t.is_empty() => {}
-                JobEvent::Token(t) => sse(&mut out, &self.chunk(Some(&t), false, None)),
-                JobEvent::Done { reason, prompt_tokens, completion_tokens } => {
-                    sse(&mut out, &self.chunk(None, false, Some(reason)));
-                    if self.include_usage {
-                        let mut u = self.chunk(None, false, None);
-                        u["choices"] = json!([]);
-                        u["usage"] = Self::usage(prompt_tokens, completion_tokens);
-                        sse(&mut out, &u);
-                    }
-                    out.push_str("data: [DONE]\n\n");
-                }
-                JobEvent::Failed(e) => sse(&mut out, &e.body()),
-            }
-            Ok::<_, Infallible>(out)
-        });
-        // An empty chunk could read as the end of a chunked body.
-        let body = body.filter(|chunk| chunk.as_ref().is_ok_and(|s| !s.is_empty()));
-        Response::builder()
-            .header(header::CONTENT_TYPE, "text/event-stream")
-            .header(header::CACHE_CONTROL, "no-cache")
-            .body(Body::from_stream(body))
-            .expect("static headers")
-    }
-}
-
-fn sse(out: &mut String, v: &Value) {
-    out.push_str("data: ");
-    out.push_str(&v.to_string());
-    out.push_str("\n\n");
 }
