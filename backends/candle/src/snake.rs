@@ -8,7 +8,8 @@
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 use infer_core::UnaryOp;
 
-use crate::elementwise::{self, sin_slice};
+use crate::elementwise;
+use infer_cpu_kernels::activation::sin_slice;
 use infer_cpu_kernels::out_ptr::OutPtr;
 
 /// Values of one channel handled together (the sine buffer: 4 KB).
@@ -77,7 +78,7 @@ fn snake_values(x: &[f32], alpha: f32, inv_beta: f32, out: &mut [f32]) {
         return unsafe { snake_values_avx512(x, alpha, inv_beta, out) };
     }
     #[cfg(target_arch = "x86_64")]
-    if elementwise::has_avx2() {
+    if infer_cpu_kernels::features().avx2 {
         // SAFETY: avx2 checked at run time.
         return unsafe { snake_values_avx2(x, alpha, inv_beta, out) };
     }

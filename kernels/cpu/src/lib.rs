@@ -10,6 +10,7 @@
 //! docs/backends/cpu-kernels.md describes the layout, the dispatch rule and how to add an
 //! instruction set.
 
+pub mod activation;
 pub mod bench_inputs;
 pub mod conv1d;
 pub mod cpu_features;

@@ -1,4 +1,5 @@
 //! The portable kernels: plain Rust every target runs, and the reference the SIMD kernels of
 //! each instruction set are tested against.
 
+pub mod activation;
 pub mod ggml;

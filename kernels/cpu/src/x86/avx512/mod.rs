@@ -1,5 +1,6 @@
 //! Kernels for AVX-512 (F/BW/VL; VNNI or BF16 where a kernel says so).
 
+pub(crate) mod activation;
 pub(crate) mod conv1d;
 pub(crate) mod ggml;
 pub mod simd;
