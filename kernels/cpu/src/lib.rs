@@ -19,6 +19,7 @@ pub mod generic;
 pub mod ggml;
 pub mod out_ptr;
 pub mod pool;
+pub mod snake;
 pub mod stream_split;
 pub mod thin_product;
 #[cfg(target_arch = "x86_64")]

@@ -3,3 +3,4 @@
 
 pub mod activation;
 pub mod ggml;
+pub mod snake;

@@ -5,3 +5,4 @@ pub(crate) mod conv1d;
 pub(crate) mod ggml;
 pub(crate) mod ggml_act;
 pub(crate) mod ggml_panel;
+pub(crate) mod snake;

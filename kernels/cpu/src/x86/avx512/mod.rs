@@ -4,4 +4,5 @@ pub(crate) mod activation;
 pub(crate) mod conv1d;
 pub(crate) mod ggml;
 pub mod simd;
+pub(crate) mod snake;
 pub(crate) mod thin_product;
