@@ -3,4 +3,5 @@
 
 pub mod activation;
 pub mod ggml;
+pub mod rope;
 pub mod snake;
