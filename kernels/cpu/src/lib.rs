@@ -13,6 +13,7 @@
 pub mod activation;
 pub mod bench_inputs;
 pub mod conv1d;
+pub mod conv_transpose1d;
 pub mod cpu_features;
 pub mod gemv;
 pub mod generic;
