@@ -4,7 +4,7 @@
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 use half::{bf16, f16};
 
-pub use infer_cpu_kernels::half_slices::{has_avx512, round_bf16, widen_bf16, HalfElem};
+pub use infer_cpu_kernels::half_slices::HalfElem;
 
 /// `t` as `dtype`, with candle's results: contiguous CPU casts between f32 and bf16 / f16 run
 /// here (vectorized, in parallel pieces; candle's cast is serial and was 5% of a bf16 prefill's

@@ -78,6 +78,21 @@ pub fn round_through<E: HalfElem>(values: &mut [f32]) {
     }
 }
 
+/// Values a half-precision loop widens at a time (two f32 blocks of 4 KiB on the stack).
+pub const HALF_BLOCK: usize = 1024;
+
+/// `dst[i] = combine(a[i], b[i])` (equal lengths), widened in blocks, rounded once.
+pub fn combine_half<E: HalfElem>(a: &[E], b: &[E], dst: &mut [E], combine: impl Fn(f32, f32) -> f32) {
+    let (mut wa, mut wb) = ([0f32; HALF_BLOCK], [0f32; HALF_BLOCK]);
+    for ((x, y), d) in a.chunks(HALF_BLOCK).zip(b.chunks(HALF_BLOCK)).zip(dst.chunks_mut(HALF_BLOCK)) {
+        let n = x.len();
+        E::widen_into(x, &mut wa[..n]);
+        E::widen_into(y, &mut wb[..n]);
+        wa[..n].iter_mut().zip(&wb[..n]).for_each(|(p, &q)| *p = combine(*p, q));
+        E::narrow_into(&wa[..n], d);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
