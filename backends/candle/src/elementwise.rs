@@ -334,21 +334,7 @@ mod tests {
         }
     }
 
-    fn gelu_ref(x: f32) -> f64 {
-        let v = x as f64;
-        let u = (2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v * v * v);
-        // 0.5 v (1 + tanh u) = v / (1 + e^{-2u}), without cancellation.
-        v / (1.0 + (-2.0 * u).exp())
-    }
-
-    fn sin_ref(x: f32) -> f64 {
-        (x as f64).sin()
-    }
-
-    fn silu_ref(x: f32) -> f64 {
-        let v = x as f64;
-        v / (1.0 + (-v).exp())
-    }
+    use infer_cpu_kernels::activation::reference::{gelu as gelu_ref, silu as silu_ref, sin as sin_ref};
 
     fn inputs() -> Vec<f32> {
         let mut x: Vec<f32> = (-40_000..=40_000).map(|i| i as f32 * 3e-4).collect();

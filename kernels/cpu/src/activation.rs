@@ -53,26 +53,33 @@ pub fn act_half<E: HalfElem>(act: Act, src: &[E], dst: &mut [E]) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::generic::activation::{act_body, SIN_REDUCED_MAX};
-
-    fn gelu_ref(x: f32) -> f64 {
+/// The activations' definitions in f64, which the tests of these kernels and of every backend's
+/// activation ops compare with.
+pub mod reference {
+    /// transformers' tanh GELU.
+    pub fn gelu(x: f32) -> f64 {
         let v = x as f64;
         let u = (2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v * v * v);
         // 0.5 v (1 + tanh u) = v / (1 + e^{-2u}), without cancellation.
         v / (1.0 + (-2.0 * u).exp())
     }
 
-    fn sin_ref(x: f32) -> f64 {
+    pub fn sin(x: f32) -> f64 {
         (x as f64).sin()
     }
 
-    fn silu_ref(x: f32) -> f64 {
+    pub fn silu(x: f32) -> f64 {
         let v = x as f64;
         v / (1.0 + (-v).exp())
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generic::activation::{act_body, SIN_REDUCED_MAX};
+
+    use reference::{gelu as gelu_ref, silu as silu_ref, sin as sin_ref};
 
     /// Error in units of the last place of the f32 nearest the reference (for references below
     /// 1e-30, where the exp underflows, an absolute 1e-30 passes).
