@@ -48,13 +48,21 @@ pub fn try_attend(q: &Tensor, k: &Tensor, v: &Tensor, p: AttnParams) -> Result<O
     for g in 0..b * hkv {
         let qg = &qs[g * m * d..(g + 1) * m * d];
         let k0 = (g / hkv) * sk[0] + (g % hkv) * sk[1];
-        amx::product(&ks[k0..k0 + tk * d], qg, m, tk, d, &mut scores);
+        amx::product(&ks[k0..k0 + tk * d], qg, m, tk, d, &crate::pool::CandlePool, &mut scores);
         for (r, row) in scores.chunks_exact_mut(tk).enumerate() {
             row.iter_mut().for_each(|s| *s *= p.scale);
             softmax_row(&vis, p.softcap, r % tq, row);
         }
         <bf16 as crate::half_slices::HalfElem>::narrow_into(&scores, &mut probs);
-        amx::product(&vs[g * dv * tk..(g + 1) * dv * tk], &probs, m, dv, tk, &mut out[g * m * dv..(g + 1) * m * dv]);
+        amx::product(
+            &vs[g * dv * tk..(g + 1) * dv * tk],
+            &probs,
+            m,
+            dv,
+            tk,
+            &crate::pool::CandlePool,
+            &mut out[g * m * dv..(g + 1) * m * dv],
+        );
     }
     Tensor::from_vec(out, (b, hq, tq, dv), q.device()).map(Some)
 }

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType as C, Layout, Result, Shape, Tensor};
 
 use crate::gemv::Widen;
+pub(crate) use infer_cpu_kernels::attention::{product_widened, softmax_row, Visibility};
 use infer_cpu_kernels::out_ptr::OutPtr;
 use infer_cpu_kernels::thin_product::{self, View};
 
@@ -259,44 +260,6 @@ fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 struct Bmm;
 
-/// `dst (m × n, row-major) = a (m × k) @ b (k × n)` for strided views: [`thin_product`] for a
-/// few rows, else one gemm call with candle's matmul arguments (so candle's result).
-pub(crate) fn product(m: usize, n: usize, k: usize, a: View, b: View, dst: &mut [f32], par: gemm::Parallelism) {
-    let dst = &mut dst[..m * n];
-    if m * n == 0 || k == 0 {
-        dst.fill(0.0);
-        return;
-    }
-    if thin_product::try_product(m, n, k, a, b, dst) {
-        return;
-    }
-    // SAFETY: the views hold every element (r, c) at r·rs + c·cs the shapes imply (the
-    // callers' contract, as for `thin_product`); `dst` holds m × n row-major values.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            a.data.as_ptr(),
-            a.col_stride as isize,
-            a.row_stride as isize,
-            b.data.as_ptr(),
-            b.col_stride as isize,
-            b.row_stride as isize,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            par,
-        )
-    }
-}
-
 /// candle's gemm parallelism (`Rayon(threads)` when more than one thread), looked up once.
 pub(crate) fn gemm_parallelism() -> gemm::Parallelism {
     static THREADS: OnceLock<usize> = OnceLock::new();
@@ -348,58 +311,6 @@ fn bmm_cpu<T: Widen>(a: &[f32], l1: &Layout, b: &[T], l2: &Layout) -> Result<(Cp
     Ok((CpuStorage::F32(dst), Shape::from((b0, b1, m, n))))
 }
 
-/// [`product`] with `b` in any [`Widen`] type: the thin product reads it in place; gemm reads an
-/// f32 view in place (attention's widened keys and values: copying them element by element with
-/// a division each was 5% of a bf16 prefill's main thread) and gets an f32 copy of a half view.
-pub(crate) fn product_widened<T: Widen>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: View,
-    b: View<T>,
-    dst: &mut [f32],
-    par: gemm::Parallelism,
-) {
-    let dst = &mut dst[..m * n];
-    if m * n == 0 || k == 0 {
-        dst.fill(0.0);
-    } else if !thin_product::try_product(m, n, k, a, b, dst) {
-        if let Some(data) = T::as_f32(b.data) {
-            return product(m, n, k, a, View { data, row_stride: b.row_stride, col_stride: b.col_stride }, dst, par);
-        }
-        let mut wide = Vec::with_capacity(k * n);
-        for r in 0..k {
-            let row = &b.data[r * b.row_stride..];
-            wide.extend((0..n).map(|c| row[c * b.col_stride].widen()));
-        }
-        product(m, n, k, a, View { data: &wide, row_stride: n, col_stride: 1 }, dst, par);
-    }
-}
-
-/// Which keys each query of a block sees: rows of scores are (…, rep, c) queries by `nk` keys.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Visibility {
-    /// Queries in the block.
-    pub c: usize,
-    /// Keys the block reads.
-    pub nk: usize,
-    /// Absolute position of the block's query 0, relative to its first key.
-    pub first: isize,
-    pub causal: bool,
-    pub window: usize,
-}
-
-impl Visibility {
-    /// Visible keys [lo, hi) of query `i` of the block: j <= pos when causal, j > pos - window
-    /// when window > 0.
-    pub fn range(&self, i: usize) -> (usize, usize) {
-        let pos = self.first + i as isize;
-        let hi = if self.causal { (pos + 1).clamp(0, self.nk as isize) as usize } else { self.nk };
-        let lo = if self.window > 0 { (pos + 1 - self.window as isize).clamp(0, hi as isize) as usize } else { 0 };
-        (lo, hi)
-    }
-}
-
 /// Row-wise softcap + causal / window masking + softmax over the last dim of contiguous f32
 /// scores.
 struct MaskedSoftmax {
@@ -411,82 +322,6 @@ impl MaskedSoftmax {
     fn row(&self, i: usize, src: &[f32], dst: &mut [f32]) {
         dst.copy_from_slice(src);
         softmax_row(&self.vis, self.softcap, i, dst);
-    }
-}
-
-/// Softcap, causal / window masking and softmax of query `i`'s scores, in place.
-pub(crate) fn softmax_row(vis: &Visibility, softcap: f32, i: usize, row: &mut [f32]) {
-    let (lo, hi) = vis.range(i);
-    if lo >= hi {
-        // No visible key: PyTorch yields NaN for an all -inf row.
-        row.fill(f32::NAN);
-        return;
-    }
-    row[..lo].fill(0.0);
-    row[hi..].fill(0.0);
-    let d = &mut row[lo..hi];
-    #[cfg(target_arch = "x86_64")]
-    if softcap == 0.0 && crate::half_slices::has_avx512() {
-        // SAFETY: the CPU has AVX-512 F (checked).
-        return unsafe { softmax_avx512(d) };
-    }
-    let mut max = f32::NEG_INFINITY;
-    if softcap > 0.0 {
-        for o in d.iter_mut() {
-            let y = softcap * (*o / softcap).tanh();
-            *o = y;
-            max = max.max(y);
-        }
-    } else {
-        for &x in d.iter() {
-            max = max.max(x);
-        }
-    }
-    let mut sum = 0f32;
-    for o in d.iter_mut() {
-        let e = (*o - max).exp();
-        *o = e;
-        sum += e;
-    }
-    let inv = 1.0 / sum;
-    for o in d.iter_mut() {
-        *o *= inv;
-    }
-}
-
-/// The softmax of `d` in place, 16 lanes at a time with [`infer_cpu_kernels::x86::avx512::simd::exp16`] (one libm
-/// `expf` per score was half of decode attention at 2048 keys and ~12% of a 2048-token prefill).
-/// Agrees with the scalar path to a few ulp: the exponentials within 2 ulp, the sum over 16 lanes.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn softmax_avx512(d: &mut [f32]) {
-    use std::arch::x86_64::*;
-
-    use infer_cpu_kernels::x86::avx512::simd::{exp16, first_lanes};
-    let n = d.len();
-    let ptr = d.as_mut_ptr();
-    // SAFETY (the loads and stores): lanes i .. i + 16, or the masked tail, are inside d.
-    unsafe {
-        let mut maxv = _mm512_set1_ps(f32::NEG_INFINITY);
-        for i in (0..n).step_by(16) {
-            // Lanes past the row read as -inf.
-            let x = _mm512_mask_loadu_ps(_mm512_set1_ps(f32::NEG_INFINITY), first_lanes((n - i).min(16)), ptr.add(i));
-            maxv = _mm512_max_ps(maxv, x);
-        }
-        let max = _mm512_set1_ps(_mm512_reduce_max_ps(maxv));
-        let mut sumv = _mm512_setzero_ps();
-        for i in (0..n).step_by(16) {
-            let m = first_lanes((n - i).min(16));
-            let e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, ptr.add(i)), max));
-            let e = _mm512_maskz_mov_ps(m, e);
-            sumv = _mm512_add_ps(sumv, e);
-            _mm512_mask_storeu_ps(ptr.add(i), m, e);
-        }
-        let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(sumv));
-        for i in (0..n).step_by(16) {
-            let m = first_lanes((n - i).min(16));
-            _mm512_mask_storeu_ps(ptr.add(i), m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, ptr.add(i)), inv));
-        }
     }
 }
 
@@ -578,39 +413,6 @@ mod tests {
                 let scores = bmm(&q, &k.t().unwrap()).unwrap();
                 assert_eq!(bits(&scores), bits(&bmm(&q, &kf.t().unwrap()).unwrap()), "{dtype:?} {rows} rows");
                 assert_eq!(bits(&bmm(&p, &k).unwrap()), bits(&bmm(&p, &kf).unwrap()), "{dtype:?} {rows} rows");
-            }
-        }
-    }
-
-    /// The vectorized softmax agrees with an f64 softmax to the rounding of its parts (2 ulp
-    /// per exponential, a 16-lane f32 sum), over row lengths on and off the 16 lanes, large
-    /// spreads (tiny probabilities) and a row of equal scores.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn vector_softmax_matches_an_f64_reference() {
-        if !crate::half_slices::has_avx512() {
-            eprintln!("skipped: no AVX-512 on this CPU");
-            return;
-        }
-        for n in [1, 7, 16, 33, 300, 2048] {
-            for spread in [0.0f32, 1.0, 30.0, 200.0] {
-                let row: Vec<f32> = (0..n).map(|i| spread * (((i * 7919) % 1000) as f32 / 500.0 - 1.0)).collect();
-                // The differences to the max as both paths take them (in f32), then exact.
-                let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-                let exps: Vec<f64> = row.iter().map(|&x| ((x - max) as f64).exp()).collect();
-                let sum: f64 = exps.iter().sum();
-                let mut got = row.clone();
-                // SAFETY: AVX-512 F is present (checked above).
-                unsafe { softmax_avx512(&mut got) };
-                let tol = (8 + n / 16) as f64 * f32::EPSILON as f64;
-                for (g, e) in got.iter().zip(&exps) {
-                    let w = e / sum;
-                    if w < f32::MIN_POSITIVE as f64 {
-                        assert!((*g as f64) < 2.0 * f32::MIN_POSITIVE as f64, "n {n} spread {spread}: {g} vs {w}");
-                    } else {
-                        assert!(((*g as f64) - w).abs() <= tol * w, "n {n} spread {spread}: {g} vs {w}");
-                    }
-                }
             }
         }
     }

@@ -4,17 +4,17 @@
 //! candle runs a grouped convolution as one convolution per group plus a concatenation, which is
 //! thousands of tiny ops for the depthwise convolutions of audio codecs; depthwise
 //! (groups == cin == cout) convolutions therefore use a direct loop here, in f32. Dense f32
-//! stride-1 convolutions with more than one tap run the direct AVX2 kernel (infer-cpu-kernels' `conv1d`) where
-//! the CPU has it, other dense f32 convolutions a tiled column buffer and gemm
-//! (`dense_conv1d_f32`), dense f32 transposed convolutions one gemm per tap (`conv_transpose`);
-//! all start their output from the bias.
+//! stride-1 convolutions with more than one tap run the direct AVX2 kernel (infer-cpu-kernels'
+//! `conv1d`) where the CPU has it, other dense f32 convolutions a tiled column buffer and gemm
+//! (`dense_conv1d_f32`), dense f32 transposed convolutions one gemm per tap (infer-cpu-kernels'
+//! `conv_transpose1d`); all start their output from the bias.
 
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 
 use infer_cpu_kernels::conv1d as direct;
 
-use crate::conv_transpose::{dense_conv_transpose1d_f32, Geometry};
 use crate::pool::CandlePool;
+use infer_cpu_kernels::conv_transpose1d::{dense_conv_transpose1d_f32, Geometry};
 use infer_cpu_kernels::out_ptr::OutPtr;
 
 #[derive(Debug, Clone, Copy)]
@@ -372,13 +372,13 @@ pub fn conv_transpose1d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: ConvPa
                     Some((xa, xz)),
                     Storage::Cpu(CpuStorage::F32(wv)),
                     Some((wa, wz)),
-                ) => Some(dense_conv_transpose1d_f32(&xv[xa..xz], &wv[wa..wz], bias.as_deref(), g)),
+                ) => Some(dense_conv_transpose1d_f32(&xv[xa..xz], &wv[wa..wz], bias.as_deref(), g, &CandlePool)),
                 _ => None,
             }
         };
         let out = match in_place {
             Some(out) => out,
-            None => dense_conv_transpose1d_f32(&f32_vec(&x)?, &f32_vec(&w)?, bias.as_deref(), g),
+            None => dense_conv_transpose1d_f32(&f32_vec(&x)?, &f32_vec(&w)?, bias.as_deref(), g, &CandlePool),
         };
         // The bias is already in: each output row started from it.
         return Tensor::from_vec(out, (b, cout, l_out), x.device());

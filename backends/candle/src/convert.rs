@@ -69,11 +69,6 @@ pod!(bf16, 2, |a| bf16::from_bits(u16::from_le_bytes(a)), |v: bf16| v.to_bits().
 /// time goes mostly to faulting in its fresh pages, which the threads then share.
 const PIECE: usize = 1 << 18;
 
-struct SendPtr<T>(*mut MaybeUninit<T>);
-// SAFETY: hands disjoint pieces of one buffer to the pool's threads.
-unsafe impl<T> Send for SendPtr<T> {}
-unsafe impl<T> Sync for SendPtr<T> {}
-
 /// A `Vec` of `n` elements, `fill(start, out)` writing every element of `out` (elements
 /// `start..start + out.len()`), in parallel pieces of [`PIECE`] when large.
 fn filled<T: Send>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync) -> Vec<T> {
@@ -86,25 +81,7 @@ pub(crate) fn filled_in_pieces<T: Send>(
     piece: usize,
     fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
 ) -> Vec<T> {
-    let mut v: Vec<T> = Vec::with_capacity(n);
-    let spare = &mut v.spare_capacity_mut()[..n];
-    if n < 2 * piece {
-        fill(0, spare);
-    } else {
-        let p = SendPtr(spare.as_mut_ptr());
-        candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(piece), |pieces| {
-            let p = &p;
-            for i in pieces {
-                let start = i * piece;
-                // SAFETY: pieces are disjoint and inside the first `n` elements of the capacity.
-                let out = unsafe { std::slice::from_raw_parts_mut(p.0.add(start), piece.min(n - start)) };
-                fill(start, out);
-            }
-        });
-    }
-    // SAFETY: every piece of `0..n` was written by `fill`.
-    unsafe { v.set_len(n) };
-    v
+    infer_cpu_kernels::pool::filled_in_pieces(&crate::pool::CandlePool, n, piece, fill)
 }
 
 /// Decodes little-endian elements from a possibly unaligned byte slice.

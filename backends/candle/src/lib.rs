@@ -12,7 +12,6 @@
 mod amx_attention;
 pub mod attention;
 pub mod conv;
-mod conv_transpose;
 pub mod convert;
 pub mod elementwise;
 pub mod error;

@@ -1,18 +1,18 @@
 //! The Snake activation of audio codecs, `x + inv_beta · sin²(alpha · x)` per channel, in one
-//! pass over x: per block of a channel's samples, `alpha · x` and its sine go through a buffer
-//! that stays in L1 and the output is written once, where the composition (mul, sin, sqr, mul,
-//! add) makes five full-size tensors. Each value takes the same f32 operations in the same
-//! order as that composition (no fused multiply-adds), so the two agree bit for bit; other
-//! dtypes run the composition itself.
+//! pass over x (infer-cpu-kernels' `snake`, a row piece per work item on candle's pool), where
+//! the composition (mul, sin, sqr, mul, add) makes five full-size tensors. Each value takes the
+//! same f32 operations in the same order as that composition, so the two agree bit for bit;
+//! other dtypes run the composition itself.
 
 use candle_core::{CpuStorage, DType as C, Result, Storage, Tensor};
 use infer_core::UnaryOp;
 
-use crate::elementwise::{self, sin_slice};
+use crate::elementwise;
+use crate::pool::CandlePool;
 use infer_cpu_kernels::out_ptr::OutPtr;
+use infer_cpu_kernels::snake::snake_values;
+use infer_cpu_kernels::Pool;
 
-/// Values of one channel handled together (the sine buffer: 4 KB).
-const BLOCK: usize = 1024;
 /// Values per work item on the pool, and the size below which one thread does it all.
 const CHUNK: usize = 1 << 14;
 
@@ -63,46 +63,9 @@ pub fn snake(x: &Tensor, alpha: &Tensor, inv_beta: &Tensor) -> Result<Tensor> {
     if n < CHUNK || items < 2 {
         run(0..items);
     } else {
-        candle_core::utils::barrier_pool().execute_chunked(items, run);
+        CandlePool.execute_chunked(items, run);
     }
     // SAFETY: the items covered every value of the (b, c, t) output.
     unsafe { out.set_len(n) };
     Tensor::from_vec(out, (b, c, t), x.device())
-}
-
-fn snake_values(x: &[f32], alpha: f32, inv_beta: f32, out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::half_slices::has_avx512() {
-        // SAFETY: avx512f/bw checked at run time.
-        return unsafe { snake_values_avx512(x, alpha, inv_beta, out) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if elementwise::has_avx2() {
-        // SAFETY: avx2 checked at run time.
-        return unsafe { snake_values_avx2(x, alpha, inv_beta, out) };
-    }
-    snake_body(x, alpha, inv_beta, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx2")]
-unsafe fn snake_values_avx512(x: &[f32], alpha: f32, inv_beta: f32, out: &mut [f32]) {
-    snake_body(x, alpha, inv_beta, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn snake_values_avx2(x: &[f32], alpha: f32, inv_beta: f32, out: &mut [f32]) {
-    snake_body(x, alpha, inv_beta, out)
-}
-
-#[inline(always)]
-fn snake_body(x: &[f32], alpha: f32, inv_beta: f32, out: &mut [f32]) {
-    let mut scaled = [0f32; BLOCK];
-    for (xb, ob) in x.chunks(BLOCK).zip(out.chunks_mut(BLOCK)) {
-        let scaled = &mut scaled[..xb.len()];
-        scaled.iter_mut().zip(xb).for_each(|(s, &x)| *s = x * alpha);
-        sin_slice(scaled, ob);
-        ob.iter_mut().zip(xb).for_each(|(o, &x)| *o = x + (*o * *o) * inv_beta);
-    }
 }

@@ -8,12 +8,18 @@
 //! the caller's thread pool; AVX2+FMA code is picked at run time where the CPU has it, and for bf16
 //! AVX-512 BF16 (`vdpbf16ps`, bf16 pairs multiplied into f32 lanes without widening) where the
 //! CPU has that ([`bf16_kernel`]).
+//!
+//! This module is the dispatch and the walk over the weight; the kernels are
+//! `generic/gemv.rs` (portable), `x86/avx2/gemv.rs` and `x86/avx512/gemv.rs`.
 
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
+use crate::generic::gemv::{axpy4_body, axpy_body, dot_body, madd_plain, widen_bf16};
 use crate::out_ptr::OutPtr;
 use crate::pool::Pool;
 use crate::stream_split;
+#[cfg(target_arch = "x86_64")]
+use crate::x86::{avx2::gemv as avx2, avx512::gemv as avx512};
 
 /// Largest number of input rows handled here; more rows go to gemm (compute-bound).
 pub const MAX_ROWS: usize = 4;
@@ -60,11 +66,13 @@ pub fn product(
         Rows::F32(v) => run(v, xf, m, n, k, out, pool, |r, x| <f32 as Row>::dot(r, x, fma)),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU supports avx512f/bw and avx512bf16 (`detected_bf16_kernel`).
-        Rows::Bf16(v) if bf16_pairs => run_rows(v, xb, m, n, k, out, pool, |r, x| unsafe { dot_m_bf16_dp(r, x, m) }),
+        Rows::Bf16(v) if bf16_pairs => {
+            run_rows(v, xb, m, n, k, out, pool, |r, x| unsafe { avx512::dot_m_bf16_dp(r, x, m) })
+        }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU supports avx2 and fma (`detected_bf16_kernel`).
         Rows::Bf16(v) if kernel >= Bf16Kernel::Avx2 => {
-            run_rows(v, xf, m, n, k, out, pool, |r, x| unsafe { dot_m_bf16_avx2(r, x, m) })
+            run_rows(v, xf, m, n, k, out, pool, |r, x| unsafe { avx2::dot_m_bf16_avx2(r, x, m) })
         }
         Rows::Bf16(v) => run(v, xf, m, n, k, out, pool, |r, x| <bf16 as Row>::dot(r, x, false)),
         Rows::F16(v) => run(v, xf, m, n, k, out, pool, |r, x| <f16 as Row>::dot(r, x, fma)),
@@ -181,73 +189,7 @@ fn has_avx512bf16() -> bool {
 
 /// How far ahead (in bf16 values, 2 KB) the bf16 kernels prefetch the weight stream.
 #[cfg(target_arch = "x86_64")]
-const PREFETCH_BF16: usize = 1024;
-
-/// `row · x` for bf16 rows and bf16 activations with `vdpbf16ps`: each f32 lane adds the
-/// products of a pair of bf16s (exact in f32); the tail
-/// through masked loads (zeros). Like all of AVX512-BF16 it flushes f32 subnormals to zero.
-/// (The one-row form the tests check; products go through [`dot_m_bf16_dp`].)
-#[cfg(all(test, target_arch = "x86_64"))]
-#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn dot_bf16_dp(row: &[bf16], x: &[bf16]) -> f32 {
-    let n = row.len().min(x.len());
-    dot_rows_bf16_dp::<1>(&row[..n], &x[..n])[0]
-}
-
-/// `row · xs[r]` for the M rows of `xs` (each `row.len()` long), one load of each weight value:
-/// 64 values per step in two accumulators per row, the weight stream prefetched 2 KB ahead
-/// (the next row follows in memory). See [`dot_bf16_dp`] for the arithmetic.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn dot_rows_bf16_dp<const M: usize>(row: &[bf16], xs: &[bf16]) -> [f32; M] {
-    use std::arch::x86_64::*;
-    let k = row.len();
-    assert!(xs.len() >= M * k);
-    let (rp, xp) = (row.as_ptr() as *const i16, xs.as_ptr() as *const i16);
-    let bh = |v: __m512i| std::mem::transmute::<__m512i, __m512bh>(v);
-    let mut acc = [[_mm512_setzero_ps(); 2]; M];
-    let mut i = 0;
-    while i + 64 <= k {
-        // A hint only: an address past the slice is never dereferenced.
-        _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(i + PREFETCH_BF16) as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(i + PREFETCH_BF16 + 32) as *const i8);
-        // SAFETY: i + 64 <= k values of the row and of each of the M rows of xs.
-        let w0 = bh(_mm512_loadu_si512(rp.add(i) as *const _));
-        let w1 = bh(_mm512_loadu_si512(rp.add(i + 32) as *const _));
-        for (r, a) in acc.iter_mut().enumerate() {
-            let x0 = bh(_mm512_loadu_si512(xp.add(r * k + i) as *const _));
-            let x1 = bh(_mm512_loadu_si512(xp.add(r * k + i + 32) as *const _));
-            a[0] = _mm512_dpbf16_ps(a[0], w0, x0);
-            a[1] = _mm512_dpbf16_ps(a[1], w1, x1);
-        }
-        i += 64;
-    }
-    while i < k {
-        let len = (k - i).min(32);
-        let mask: __mmask32 = if len == 32 { !0 } else { (1 << len) - 1 };
-        // SAFETY: the mask reads only values i..i + len < k of each row.
-        let w = bh(_mm512_maskz_loadu_epi16(mask, rp.add(i)));
-        for (r, a) in acc.iter_mut().enumerate() {
-            a[0] = _mm512_dpbf16_ps(a[0], w, bh(_mm512_maskz_loadu_epi16(mask, xp.add(r * k + i))));
-        }
-        i += len;
-    }
-    std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])))
-}
-
-/// [`dot_rows_bf16_dp`] for `m` (1..=MAX_ROWS) rows of `xs`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn dot_m_bf16_dp(row: &[bf16], xs: &[bf16], m: usize) -> [f32; MAX_ROWS] {
-    let mut o = [0f32; MAX_ROWS];
-    match m {
-        1 => o[..1].copy_from_slice(&dot_rows_bf16_dp::<1>(row, xs)),
-        2 => o[..2].copy_from_slice(&dot_rows_bf16_dp::<2>(row, xs)),
-        3 => o[..3].copy_from_slice(&dot_rows_bf16_dp::<3>(row, xs)),
-        _ => o.copy_from_slice(&dot_rows_bf16_dp::<MAX_ROWS>(row, xs)),
-    }
-    o
-}
+pub(crate) const PREFETCH_BF16: usize = 1024;
 
 /// `row · x` over their common length (AVX2 + FMA where the CPU has it).
 pub fn dot_f32(row: &[f32], x: &[f32]) -> f32 {
@@ -260,7 +202,7 @@ pub fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if has_fma() {
         // SAFETY: the CPU supports avx2 and fma (checked at run time).
-        return unsafe { axpy_f32_avx2(a, x, y) };
+        return unsafe { avx2::axpy_f32_avx2(a, x, y) };
     }
     axpy_body(a, x, y, madd_plain)
 }
@@ -308,130 +250,15 @@ impl Widen for f32 {
     }
 }
 
-/// [`dot_f32`]'s AVX2 arithmetic on half-precision values widened 8 at a time by `$widen8`
-/// (a pointer to 8 values -> __m256): 16 lanes (element i in lane i % 16), the lanes summed in
-/// order, then the tail's sequential multiply-adds.
-#[cfg(target_arch = "x86_64")]
-macro_rules! lane16_dot {
-    ($row:expr, $x:expr, $widen8:expr) => {{
-        use std::arch::x86_64::*;
-        let (row, x) = ($row, $x);
-        let n = row.len().min(x.len());
-        let body = n / 16 * 16;
-        let (rp, xp) = (row.as_ptr(), x.as_ptr());
-        let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        for i in (0..body).step_by(16) {
-            // SAFETY: i + 16 <= n values of both slices.
-            lo = _mm256_fmadd_ps($widen8(rp.add(i)), _mm256_loadu_ps(xp.add(i)), lo);
-            hi = _mm256_fmadd_ps($widen8(rp.add(i + 8)), _mm256_loadu_ps(xp.add(i + 8)), hi);
-        }
-        let mut lanes = [0f32; 16];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), lo);
-        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), hi);
-        let mut s = 0f32;
-        for (r, xv) in row[body..n].iter().zip(&x[body..n]) {
-            s = madd_fused(r.widen(), *xv, s);
-        }
-        lanes.iter().sum::<f32>() + s
-    }};
-}
-
-/// [`axpy_f32`]'s AVX2 arithmetic (one multiply-add per element) on values widened 8 at a time.
-#[cfg(target_arch = "x86_64")]
-macro_rules! widened_axpy {
-    ($a:expr, $x:expr, $y:expr, $widen8:expr) => {{
-        use std::arch::x86_64::*;
-        let (a, x, y) = ($a, $x, $y);
-        let n = y.len().min(x.len());
-        let body = n / 8 * 8;
-        let (xp, yp, av) = (x.as_ptr(), y.as_mut_ptr(), _mm256_set1_ps(a));
-        for i in (0..body).step_by(8) {
-            // SAFETY: i + 8 <= n values of both slices.
-            _mm256_storeu_ps(yp.add(i), _mm256_fmadd_ps(av, $widen8(xp.add(i)), _mm256_loadu_ps(yp.add(i))));
-        }
-        for (y, x) in y[body..n].iter_mut().zip(&x[body..n]) {
-            *y = madd_fused(a, x.widen(), *y);
-        }
-    }};
-}
-
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn widen8_f16(p: *const f16) -> std::arch::x86_64::__m256 {
-    use std::arch::x86_64::*;
-    _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
-}
-
-/// bf16 -> f32 of 8 values at `p`: the 16 bits become the high half of the f32.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn widen8_bf16(p: *const bf16) -> std::arch::x86_64::__m256 {
-    use std::arch::x86_64::*;
-    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i))))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_widened_f16(row: &[f16], x: &[f32]) -> f32 {
-    lane16_dot!(row, x, |p| widen8_f16(p))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn axpy_widened_f16(a: f32, x: &[f16], y: &mut [f32]) {
-    widened_axpy!(a, x, y, |p| widen8_f16(p))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_widened_bf16(row: &[bf16], x: &[f32]) -> f32 {
-    // The decode matvec's one-row kernel: the same lanes and order as `lane16_dot`.
-    dot_rows_bf16_avx2::<1>(row, x)[0]
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn axpy_widened_bf16(a: f32, x: &[bf16], y: &mut [f32]) {
-    widened_axpy!(a, x, y, |p| widen8_bf16(p))
-}
-
 /// `y += Σ a[q] · x[q]` over four rows at once: `y` is loaded and stored once per four rows,
 /// so the loop runs at the FMA rate instead of the store rate (AVX2 + FMA where the CPU has it).
 pub fn axpy4_f32(a: [f32; 4], x: [&[f32]; 4], y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if has_fma() {
         // SAFETY: the CPU supports avx2 and fma (checked at run time).
-        return unsafe { axpy4_f32_avx2(a, x, y) };
+        return unsafe { avx2::axpy4_f32_avx2(a, x, y) };
     }
     axpy4_body(a, x, y, madd_plain)
-}
-
-#[inline(always)]
-fn axpy4_body(a: [f32; 4], x: [&[f32]; 4], y: &mut [f32], madd: impl Fn(f32, f32, f32) -> f32) {
-    let n = y.len().min(x[0].len()).min(x[1].len()).min(x[2].len()).min(x[3].len());
-    let (y, x0, x1, x2, x3) = (&mut y[..n], &x[0][..n], &x[1][..n], &x[2][..n], &x[3][..n]);
-    for i in 0..n {
-        y[i] = madd(a[3], x3[i], madd(a[2], x2[i], madd(a[1], x1[i], madd(a[0], x0[i], y[i]))));
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn axpy4_f32_avx2(a: [f32; 4], x: [&[f32]; 4], y: &mut [f32]) {
-    axpy4_body(a, x, y, madd_fused)
-}
-
-#[inline(always)]
-fn axpy_body(a: f32, x: &[f32], y: &mut [f32], madd: impl Fn(f32, f32, f32) -> f32) {
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y = madd(a, x, *y);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn axpy_f32_avx2(a: f32, x: &[f32], y: &mut [f32]) {
-    axpy_body(a, x, y, madd_fused)
 }
 
 /// Whether the CPU has AVX2 and FMA (looked up once).
@@ -439,47 +266,11 @@ pub fn has_fma() -> bool {
     crate::cpu_features::features().fma()
 }
 
-/// Sum of `f(i) * x[i]` with 16 independent accumulators (so the loop vectorizes).
-macro_rules! dot_body {
-    ($row:expr, $x:expr, $widen:expr, $madd:expr) => {{
-        let (row, x) = ($row, $x);
-        let mut acc = [0f32; 16];
-        let mut rc = row.chunks_exact(16);
-        let mut xc = x.chunks_exact(16);
-        for (r, xv) in (&mut rc).zip(&mut xc) {
-            for l in 0..16 {
-                acc[l] = $madd($widen(r[l]), xv[l], acc[l]);
-            }
-        }
-        let mut s = 0f32;
-        for (r, xv) in rc.remainder().iter().zip(xc.remainder()) {
-            s = $madd($widen(*r), *xv, s);
-        }
-        acc.iter().sum::<f32>() + s
-    }};
-}
-
-/// [`dot_f32`]'s and [`axpy_f32`]'s AVX2 + FMA arithmetic on values widened one by one (the
-/// half types' kernels without their vector widening: f16 on a CPU without F16C).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_widened_fma<T: Widen>(row: &[T], x: &[f32]) -> f32 {
-    dot_body!(row, x, |h: T| h.widen(), madd_fused)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn axpy_widened_fma<T: Widen>(a: f32, x: &[T], y: &mut [f32]) {
-    for (y, x) in y.iter_mut().zip(x) {
-        *y = madd_fused(a, x.widen(), *y);
-    }
-}
-
 /// The half types' [`Widen`] methods: their AVX2 kernels where the CPU has them (`$vector`:
 /// also F16C for f16), else [`dot_f32`]'s and [`axpy_f32`]'s own arithmetic on values widened
 /// one by one (FMA or plain, as those take it), with no copy of the row.
 macro_rules! widen_half {
-    ($t:ty, $vector:expr, $dot:ident, $axpy:ident, $widen16:ident) => {
+    ($t:ty, $vector:expr, $dot:path, $axpy:path, $widen16:path) => {
         impl Widen for $t {
             fn dot_widened(row: &[$t], x: &[f32]) -> f32 {
                 let n = row.len().min(x.len());
@@ -488,7 +279,7 @@ macro_rules! widen_half {
                 if has_fma() {
                     // SAFETY (both): the CPU supports avx2 and fma, and f16c where `$vector`
                     // says so (checked at run time).
-                    return if $vector { unsafe { $dot(row, x) } } else { unsafe { dot_widened_fma(row, x) } };
+                    return if $vector { unsafe { $dot(row, x) } } else { unsafe { avx2::dot_widened_fma(row, x) } };
                 }
                 dot_body!(row, x, |h: $t| h.to_f32(), madd_plain)
             }
@@ -496,7 +287,11 @@ macro_rules! widen_half {
                 #[cfg(target_arch = "x86_64")]
                 if has_fma() {
                     // SAFETY: as above.
-                    return if $vector { unsafe { $axpy(a, x, y) } } else { unsafe { axpy_widened_fma(a, x, y) } };
+                    return if $vector {
+                        unsafe { $axpy(a, x, y) }
+                    } else {
+                        unsafe { avx2::axpy_widened_fma(a, x, y) }
+                    };
                 }
                 for (y, x) in y.iter_mut().zip(x) {
                     *y = madd_plain(a, x.to_f32(), *y);
@@ -515,106 +310,8 @@ macro_rules! widen_half {
     };
 }
 
-widen_half!(f16, has_f16c(), dot_widened_f16, axpy_widened_f16, widen16_f16);
-widen_half!(bf16, true, dot_widened_bf16, axpy_widened_bf16, widen16_bf16);
-
-/// 16 f16 values widened exactly (`vcvtph2ps`). Safety: AVX-512 F, 16 values at `p`.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn widen16_f16(p: *const f16) -> std::arch::x86_64::__m512 {
-    use std::arch::x86_64::*;
-    // SAFETY: the caller's contract.
-    unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
-}
-
-/// 16 bf16 values widened exactly (the upper halves of f32s). Safety: AVX-512 F, 16 values at `p`.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn widen16_bf16(p: *const bf16) -> std::arch::x86_64::__m512 {
-    use std::arch::x86_64::*;
-    // SAFETY: the caller's contract.
-    unsafe {
-        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p as *const __m256i))))
-    }
-}
-
-#[inline(always)]
-fn madd_plain(a: f32, b: f32, c: f32) -> f32 {
-    a * b + c
-}
-
-#[inline(always)]
-fn madd_fused(a: f32, b: f32, c: f32) -> f32 {
-    a.mul_add(b, c)
-}
-
-#[inline(always)]
-fn widen_bf16(h: bf16) -> f32 {
-    f32::from_bits((h.to_bits() as u32) << 16)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_f32_avx2(row: &[f32], x: &[f32]) -> f32 {
-    dot_body!(row, x, |v: f32| v, madd_fused)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_bf16_avx2(row: &[bf16], x: &[f32]) -> f32 {
-    dot_body!(row, x, widen_bf16, madd_fused)
-}
-
-/// [`dot_bf16_avx2`] of one bf16 row with `M` rows of `xs` (`row.len()` values each): every 16
-/// weights are widened once for all M rows (one call per weight row instead of M), and each row
-/// keeps the one-row kernel's lanes, operations and final sum, so its result is the same bit for
-/// bit (a batch of sequences decodes as each would alone).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_rows_bf16_avx2<const M: usize>(row: &[bf16], xs: &[f32]) -> [f32; MAX_ROWS] {
-    use std::arch::x86_64::*;
-    let k = row.len();
-    assert!(xs.len() >= M * k, "{M} activation rows of {k}");
-    let (rp, xp) = (row.as_ptr(), xs.as_ptr());
-    let mut acc = [[_mm256_setzero_ps(); 2]; M];
-    let body = k / 16 * 16;
-    for i in (0..body).step_by(16) {
-        // The weight stream 2 KB ahead (a prefetch never faults, past the row's end included):
-        // on AMD Zen 3 this row-at-a-time stream went 8.8-9.3 -> 11.8 GB/s on one thread.
-        _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(i + PREFETCH_BF16) as *const i8);
-        // SAFETY: i + 16 <= k values of the row and of each activation row.
-        let (lo, hi) = (widen8_bf16(rp.add(i)), widen8_bf16(rp.add(i + 8)));
-        for (r, acc) in acc.iter_mut().enumerate() {
-            let x = xp.add(r * k + i);
-            acc[0] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x), acc[0]);
-            acc[1] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x.add(8)), acc[1]);
-        }
-    }
-    let mut out = [0f32; MAX_ROWS];
-    for (r, (o, acc)) in out.iter_mut().zip(acc).enumerate() {
-        let mut lanes = [0f32; 16];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), acc[0]);
-        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), acc[1]);
-        let mut s = 0f32;
-        for (w, x) in row[body..].iter().zip(&xs[r * k + body..(r + 1) * k]) {
-            s = madd_fused(widen_bf16(*w), *x, s);
-        }
-        *o = lanes.iter().sum::<f32>() + s;
-    }
-    out
-}
-
-/// [`dot_rows_bf16_avx2`] for `m` (1..=MAX_ROWS) rows of `xs`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_m_bf16_avx2(row: &[bf16], xs: &[f32], m: usize) -> [f32; MAX_ROWS] {
-    match m {
-        1 => dot_rows_bf16_avx2::<1>(row, xs),
-        2 => dot_rows_bf16_avx2::<2>(row, xs),
-        3 => dot_rows_bf16_avx2::<3>(row, xs),
-        _ => dot_rows_bf16_avx2::<MAX_ROWS>(row, xs),
-    }
-}
+widen_half!(f16, has_f16c(), avx2::dot_widened_f16, avx2::axpy_widened_f16, avx512::widen16_f16);
+widen_half!(bf16, true, avx2::dot_widened_bf16, avx2::axpy_widened_bf16, avx512::widen16_bf16);
 
 impl Row for f32 {
     #[inline]
@@ -622,7 +319,7 @@ impl Row for f32 {
         #[cfg(target_arch = "x86_64")]
         if fma {
             // SAFETY: the CPU supports avx2 and fma (checked at run time).
-            return unsafe { dot_f32_avx2(row, x) };
+            return unsafe { avx2::dot_f32_avx2(row, x) };
         }
         let _ = fma;
         dot_body!(row, x, |v: f32| v, madd_plain)
@@ -635,39 +332,11 @@ impl Row for bf16 {
         #[cfg(target_arch = "x86_64")]
         if fma {
             // SAFETY: the CPU supports avx2 and fma (checked at run time).
-            return unsafe { dot_bf16_avx2(row, x) };
+            return unsafe { avx2::dot_bf16_avx2(row, x) };
         }
         let _ = fma;
         dot_body!(row, x, widen_bf16, madd_plain)
     }
-}
-
-/// f16 rows widened 8 at a time by F16C, 32 elements per step in 4 accumulators.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_f16_f16c(row: &[f16], x: &[f32]) -> f32 {
-    use std::arch::x86_64::*;
-    let n = row.len().min(x.len());
-    let (rp, xp) = (row.as_ptr() as *const u16, x.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 32 <= n {
-        for (l, a) in acc.iter_mut().enumerate() {
-            let o = i + 8 * l;
-            // SAFETY: o + 8 <= n elements of both slices; unaligned loads.
-            let w = _mm256_cvtph_ps(_mm_loadu_si128(rp.add(o) as *const __m128i));
-            *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(xp.add(o)), *a);
-        }
-        i += 32;
-    }
-    let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    let mut lanes = [0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
-    let mut s: f32 = lanes.iter().sum();
-    for j in i..n {
-        s = row[j].to_f32().mul_add(x[j], s);
-    }
-    s
 }
 
 fn has_f16c() -> bool {
@@ -680,7 +349,7 @@ impl Row for f16 {
         #[cfg(target_arch = "x86_64")]
         if fma && has_f16c() {
             // SAFETY: the CPU supports avx2, fma and f16c (checked at run time).
-            return unsafe { dot_f16_f16c(row, x) };
+            return unsafe { avx2::dot_f16_f16c(row, x) };
         }
         // Elsewhere: widen through a stack tile (half picks F16C / NEON when it can).
         let mut buf = [0f32; TILE];
@@ -730,7 +399,7 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             if has_avx512bf16() {
                 // SAFETY: the CPU supports avx512f/bw and avx512bf16 (checked just above).
-                got.push((Bf16Kernel::Avx512Bf16, unsafe { dot_bf16_dp(&row, &xb) }));
+                got.push((Bf16Kernel::Avx512Bf16, unsafe { avx512::dot_bf16_dp(&row, &xb) }));
             }
             for (kernel, g) in got {
                 // f32 accumulation's worst case: len · eps · Σ|terms|.
@@ -759,9 +428,9 @@ mod tests {
             let xs = values(MAX_ROWS * k, 12);
             for m in 1..=MAX_ROWS {
                 // SAFETY: the CPU supports avx2 and fma (checked above).
-                let got = unsafe { dot_m_bf16_avx2(&row, &xs[..m * k], m) };
+                let got = unsafe { avx2::dot_m_bf16_avx2(&row, &xs[..m * k], m) };
                 for (i, g) in got.iter().enumerate().take(m) {
-                    let want = unsafe { dot_bf16_avx2(&row, &xs[i * k..(i + 1) * k]) };
+                    let want = unsafe { avx2::dot_bf16_avx2(&row, &xs[i * k..(i + 1) * k]) };
                     assert_eq!(g.to_bits(), want.to_bits(), "k {k} m {m} row {i}: {g} vs {want}");
                 }
             }
@@ -782,13 +451,13 @@ mod tests {
             let row: Vec<f16> = values(k, 23).into_iter().map(f16::from_f32).collect();
             let wide: Vec<f32> = row.iter().map(|h| h.to_f32()).collect();
             // SAFETY (all): the CPU supports avx2 and fma (checked above).
-            let got = unsafe { dot_widened_fma(&row, &x) };
-            assert_eq!(got.to_bits(), unsafe { dot_f32_avx2(&wide, &x) }.to_bits(), "fma dot, k {k}");
+            let got = unsafe { avx2::dot_widened_fma(&row, &x) };
+            assert_eq!(got.to_bits(), unsafe { avx2::dot_f32_avx2(&wide, &x) }.to_bits(), "fma dot, k {k}");
             let plain = dot_body!(&row[..], &x[..], |h: f16| h.to_f32(), madd_plain);
             assert_eq!(plain.to_bits(), <f32 as Row>::dot(&wide, &x, false).to_bits(), "plain dot, k {k}");
             let (mut got, mut want) = (y0.clone(), y0.clone());
-            unsafe { axpy_widened_fma(0.37, &row, &mut got) };
-            unsafe { axpy_f32_avx2(0.37, &wide, &mut want) };
+            unsafe { avx2::axpy_widened_fma(0.37, &row, &mut got) };
+            unsafe { avx2::axpy_f32_avx2(0.37, &wide, &mut want) };
             assert_eq!(
                 got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                 want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()

@@ -10,14 +10,25 @@
 //! docs/backends/cpu-kernels.md describes the layout, the dispatch rule and how to add an
 //! instruction set.
 
+pub mod activation;
+pub mod attention;
 pub mod bench_inputs;
 pub mod conv1d;
+pub mod conv_transpose1d;
 pub mod cpu_features;
+pub mod f32_tiles;
+pub mod fused_attention;
 pub mod gemv;
 pub mod generic;
 pub mod ggml;
+pub mod half_gemm;
+pub mod half_slices;
 pub mod out_ptr;
 pub mod pool;
+pub mod rms_norm;
+pub mod rope;
+pub mod row_elem;
+pub mod snake;
 pub mod stream_split;
 pub mod thin_product;
 #[cfg(target_arch = "x86_64")]

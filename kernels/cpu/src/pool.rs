@@ -2,6 +2,7 @@
 //! passes its own pool (the candle backend: candle's barrier pool), so kernels and the rest of
 //! the backend share one set of threads. Generic, not `dyn`: each call is a direct one.
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -23,6 +24,35 @@ impl<P: Pool> Pool for &P {
     fn execute_chunked<F: Fn(Range<usize>) + Sync>(&self, items: usize, f: F) {
         (**self).execute_chunked(items, f)
     }
+}
+
+/// A `Vec` of `n` elements, `fill(start, out)` writing every element of `out` (elements
+/// `start..start + out.len()`), in pieces of `piece` elements over `pool` (one call on the
+/// calling thread below two pieces).
+pub fn filled_in_pieces<T: Send>(
+    pool: &impl Pool,
+    n: usize,
+    piece: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
+) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    let spare = &mut v.spare_capacity_mut()[..n];
+    if n < 2 * piece {
+        fill(0, spare);
+    } else {
+        let p = crate::out_ptr::OutPtr(spare.as_mut_ptr());
+        pool.execute_chunked(n.div_ceil(piece), |pieces| {
+            for i in pieces {
+                let start = i * piece;
+                // SAFETY: pieces are disjoint and inside the first `n` elements of the capacity.
+                let out = unsafe { std::slice::from_raw_parts_mut(p.at(start), piece.min(n - start)) };
+                fill(start, out);
+            }
+        });
+    }
+    // SAFETY: every piece of `0..n` was written by `fill`.
+    unsafe { v.set_len(n) };
+    v
 }
 
 /// Everything on the calling thread.

@@ -9,6 +9,8 @@
 
 pub mod act;
 pub mod formats;
+pub mod quantize_q4k;
+pub mod quantize_q8_0;
 
 use crate::cpu_features::{isa, Isa};
 use crate::pool::Pool;

@@ -42,7 +42,7 @@ impl OutElem for bf16 {
     }
 }
 
-use infer_cpu_kernels::x86::avx512::simd::first_lanes as lanes;
+use crate::x86::avx512::simd::first_lanes as lanes;
 
 /// Writes `tile` (outᵀ: element (r, l) = output row i0 + l, column j0 + r) into the row-major
 /// m × n `out`, rows and columns past m and n dropped.
@@ -67,7 +67,7 @@ fn transposed(t: &[f32; ROWS * ROWS]) -> [__m512; ROWS] {
         // SAFETY: reads one 16-value row of `t`.
         *v = unsafe { _mm512_loadu_ps(t[i * ROWS..].as_ptr()) };
     }
-    infer_cpu_kernels::x86::avx512::simd::transpose16(r)
+    crate::x86::avx512::simd::transpose16(r)
 }
 
 #[cfg(test)]
@@ -75,7 +75,7 @@ mod tests {
     use super::*;
 
     fn has_avx512() -> bool {
-        infer_cpu_kernels::features().avx512vl()
+        crate::cpu_features::features().avx512vl()
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! order), then `Z` folded (scatter-added) into the output columns.
 
 use crate::gemv;
-use infer_cpu_kernels::out_ptr::OutPtr;
+use crate::out_ptr::OutPtr;
+use crate::pool::Pool;
 
 /// Input columns per gemm: the `(cin, n)` input slice a thread reuses for all `k` taps stays in
 /// L2 (≤ 1 MB for cin ≤ 2048).
@@ -48,8 +49,15 @@ pub struct Geometry {
     pub l_out: usize,
 }
 
-/// `x` (b, cin, l) by `w` (cin, cout, k), plus `bias` (cout,) when given -> (b, cout, l_out).
-pub fn dense_conv_transpose1d_f32(xs: &[f32], ws: &[f32], bias: Option<&[f32]>, g: Geometry) -> Vec<f32> {
+/// `x` (b, cin, l) by `w` (cin, cout, k), plus `bias` (cout,) when given -> (b, cout, l_out),
+/// split over `pool`.
+pub fn dense_conv_transpose1d_f32(
+    xs: &[f32],
+    ws: &[f32],
+    bias: Option<&[f32]>,
+    g: Geometry,
+    pool: &impl Pool,
+) -> Vec<f32> {
     let Geometry { b, cin, l, cout, k, stride, dilation, padding, l_out } = g;
     let mut out = Vec::with_capacity(b * cout * l_out);
     for _ in 0..b {
@@ -61,8 +69,7 @@ pub fn dense_conv_transpose1d_f32(xs: &[f32], ws: &[f32], bias: Option<&[f32]>, 
     if out.is_empty() || cin == 0 {
         return out;
     }
-    let pool = candle_core::utils::barrier_pool();
-    let threads = pool.n_workers() + 1;
+    let threads = pool.threads();
     // Fewer, taller blocks where there are few channels: one per thread at least.
     let block = ROW_BLOCK.min(cout.div_ceil(threads)).max(1);
     let blocks = cout.div_ceil(block);
@@ -171,6 +178,62 @@ fn fold_block(taps: &mut [f32], ws: &[f32], x: &[f32], rows: &mut [f32], g: Geom
                 let t = (i * stride + j * dilation) as isize - padding as isize;
                 if t >= 0 && (t as usize) < l_out {
                     out_row[t as usize] += v;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::ScopedThreads;
+
+    /// The transposed convolution in f64, from its definition.
+    fn reference(xs: &[f32], ws: &[f32], bias: &[f32], g: Geometry) -> Vec<f64> {
+        let mut out: Vec<f64> = (0..g.b * g.cout * g.l_out).map(|i| bias[i / g.l_out % g.cout] as f64).collect();
+        for bi in 0..g.b {
+            for ci in 0..g.cin {
+                for c in 0..g.cout {
+                    for i in 0..g.l {
+                        for j in 0..g.k {
+                            let t = (i * g.stride + j * g.dilation) as isize - g.padding as isize;
+                            if t >= 0 && (t as usize) < g.l_out {
+                                out[(bi * g.cout + c) * g.l_out + t as usize] +=
+                                    xs[(bi * g.cin + ci) * g.l + i] as f64 * ws[(ci * g.cout + c) * g.k + j] as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Both paths (per-tap gemm and the folded short input), padding, output padding, batches
+    /// and more channel blocks than threads.
+    #[test]
+    fn matches_the_definition() {
+        let cases = [
+            // (b, cin, l, cout, k, stride, dilation, padding, output_padding)
+            (1, 3, 20, 5, 4, 2, 1, 1, 0),
+            (2, 40, 6, 100, 7, 3, 1, 2, 1),
+            (1, 64, 3, 50, 10, 5, 1, 0, 0),
+            (2, 8, 300, 7, 3, 1, 2, 2, 0),
+            (1, 5, 9, 3, 1, 2, 1, 0, 1),
+        ];
+        for (seed, &(b, cin, l, cout, k, stride, dilation, padding, output_padding)) in cases.iter().enumerate() {
+            let l_out = (l - 1) * stride + dilation * (k - 1) + output_padding + 1 - 2 * padding;
+            let g = Geometry { b, cin, l, cout, k, stride, dilation, padding, l_out };
+            let values = |n, s| crate::bench_inputs::values(n, 3 * seed as u64 + s);
+            let (xs, ws, bias) = (values(b * cin * l, 1), values(cin * cout * k, 2), values(cout, 3));
+            let want = reference(&xs, &ws, &bias, g);
+            let tol = 4e-7 * (cin * k) as f64 + 1e-6;
+            for threads in [1, 3] {
+                let got = dense_conv_transpose1d_f32(&xs, &ws, Some(&bias), g, &ScopedThreads(threads));
+                for (i, (&got, &want)) in got.iter().zip(&want).enumerate() {
+                    let ok = (got as f64 - want).abs() <= tol;
+                    assert!(ok, "{g:?} (folds: {}, {threads} threads): output {i}: {got} vs {want}", folds(&g));
                 }
             }
         }

@@ -39,7 +39,7 @@ impl Tiles {
     /// Configures the calling thread's tiles.
     ///
     /// # Safety
-    /// [`super::detect::available`] must have returned true in this process.
+    /// [`crate::cpu_features::amx_available`] must have returned true in this process.
     pub unsafe fn configure() -> Tiles {
         let mut cfg = TileConfig { palette: 1, start_row: 0, reserved: [0; 14], colsb: [0; 16], rows: [0; 16] };
         for t in 0..8 {

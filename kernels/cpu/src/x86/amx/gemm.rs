@@ -1,34 +1,35 @@
-//! bf16 products on AMX tiles (`tdpbf16ps`: 16 × 16 f32 accumulators, 32 values of k per
+//! bf16 products (`crate::half_gemm`) on AMX tiles (`tdpbf16ps`: 16 × 16 f32 accumulators, 32 values of k per
 //! instruction) where the CPU has AMX-BF16 and the OS lets this process use it ([`available`]).
 //!
 //! The weight (n, k) is the tiles' A operand, read in place 16 rows at a time; the activations
 //! (m, k) are packed once per product into the B operand's pair layout ([`pack`]). Work units
 //! are 32 weight rows (two A tiles) × every activation block, two at a time: four accumulator
 //! tiles, each weight tile loaded once per two `tdpbf16ps`, the unit's 32 rows of weight kept in
-//! L2 while the activations stream past. Units are split across candle's thread pool; each
+//! L2 while the activations stream past. Units are split across the caller's pool; each
 //! thread configures its own tiles. Accumulators hold outᵀ; they are written out transposed.
 
 mod kernel;
 mod pack;
 mod store;
 
-pub use infer_cpu_kernels::cpu_features::amx_available as available;
+pub use crate::cpu_features::amx_available as available;
 pub use store::OutElem;
 
 use half::bf16;
 use kernel::{Tiles, WeightTile, ROWS};
 
-use infer_cpu_kernels::out_ptr::OutPtr;
+use crate::out_ptr::OutPtr;
+use crate::pool::Pool;
 
 /// Weight blocks (of 16 rows) per work unit.
 const UNIT_BLOCKS: usize = 2;
 
 /// `out (m, n) = x (m, k) @ wᵀ` for bf16 `x` and `w` (n, k), any shapes, written as f32 or
 /// rounded once to bf16. Panics where [`available`] is false.
-pub fn product<O: OutElem>(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize, out: &mut [O]) {
+pub fn product<O: OutElem>(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize, pool: &impl Pool, out: &mut [O]) {
     assert!(available(), "AMX tiles used where the process may not run them");
     assert!(w.len() >= n * k && x.len() >= m * k && out.len() >= m * n && k > 0);
-    let xp = pack::activations(x, m, k);
+    let xp = pack::activations(x, m, k, pool);
     // The last, partial block of weight rows, zero-padded to 16 rows and whole k steps.
     let full = n / ROWS;
     let last = (full < n.div_ceil(ROWS)).then(|| pack::weight_rows(w, k, full * ROWS, n - full * ROWS, 0));
@@ -41,10 +42,10 @@ pub fn product<O: OutElem>(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize,
             unit(&tiles, w, k, n, m, &xp, last.as_ref(), u, &ptr);
         }
     };
-    if m * n * k < super::PARALLEL_MIN || units == 1 {
+    if m * n * k < crate::half_gemm::PARALLEL_MIN || units == 1 {
         body(0..units);
     } else {
-        candle_core::utils::barrier_pool().execute_chunked(units, body);
+        pool.execute_chunked(units, body);
     }
 }
 

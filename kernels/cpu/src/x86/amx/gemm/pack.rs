@@ -8,6 +8,7 @@
 use half::bf16;
 
 use super::kernel::{K_STEP, ROWS, ROW_BYTES, TILE_BYTES};
+use crate::pool::Pool;
 
 /// Packed activations, zeros past row m and past k: block b's step s is the tile at word
 /// `(b * steps + s) * 256`.
@@ -24,13 +25,13 @@ impl PackedActivations {
     }
 }
 
-/// `x` (m, k) row-major into tiles, a block of 16 rows per work item on candle's pool (the
+/// `x` (m, k) row-major into tiles, a block of 16 rows per work item on `pool` (the
 /// blocks are independent; packed on one thread they were 5% of a bf16 prefill's main thread).
-pub fn activations(x: &[bf16], m: usize, k: usize) -> PackedActivations {
+pub fn activations(x: &[bf16], m: usize, k: usize, pool: &impl Pool) -> PackedActivations {
     let steps = k.div_ceil(K_STEP);
     let blocks = m.div_ceil(ROWS);
     let block_words = steps * TILE_BYTES / 4;
-    let words = crate::convert::filled_in_pieces(blocks * block_words, block_words, |start, dst| {
+    let words = crate::pool::filled_in_pieces(pool, blocks * block_words, block_words, |start, dst| {
         // Whole blocks: pieces are one block, or all of them where there is only one.
         let first = start / block_words;
         dst.iter_mut().for_each(|w| {
@@ -92,7 +93,7 @@ unsafe fn transposed_pairs(x: &[bf16], k: usize, block: &mut [u32]) -> usize {
             // SAFETY: words q0 .. q0 + 16 of row l (k / 2 words per row), inside x (asserted).
             *v = unsafe { _mm512_loadu_ps(src.add(l * k / 2 + q0) as *const f32) };
         }
-        for (t, v) in infer_cpu_kernels::x86::avx512::simd::transpose16(rows).into_iter().enumerate() {
+        for (t, v) in crate::x86::avx512::simd::transpose16(rows).into_iter().enumerate() {
             // SAFETY: words 16 (q0 + t) .. + 16 of the block, inside it (asserted).
             unsafe { _mm512_storeu_ps(dst.add(16 * (q0 + t)) as *mut f32, v) };
         }
