@@ -13,7 +13,7 @@ use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use infer_tests::serve::{spawn_serve, start_serve, Spawned};
+use infer_tests::serve::{dechunk, spawn_serve, start_serve, Spawned};
 use infer_tests::{fixture, models_dir};
 use serde_json::{json, Value};
 
@@ -130,19 +130,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = body.split_once("\r\n").unwrap();
-        let n = usize::from_str_radix(size.trim(), 16).unwrap();
-        if n == 0 {
-            return out;
-        }
-        out.push_str(&rest[..n]);
-        body = &rest[n + 2..];
     }
 }
 

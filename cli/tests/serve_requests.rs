@@ -12,7 +12,7 @@ use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use infer_tests::serve::start_serve;
+use infer_tests::serve::{dechunk, start_serve};
 use infer_tests::{copy_dir, fixture};
 use serde_json::{json, Value};
 
@@ -91,19 +91,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = body.split_once("\r\n").unwrap();
-        let n = usize::from_str_radix(size.trim(), 16).unwrap();
-        if n == 0 {
-            return out;
-        }
-        out.push_str(&rest[..n]);
-        body = &rest[n + 2..];
     }
 }
 

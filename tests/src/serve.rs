@@ -67,3 +67,18 @@ pub fn start_serve(exe: &str, args: &[&str], envs: &[(&str, &str)], within: Dura
         }
     }
 }
+
+/// The body of an HTTP/1.1 chunked response, its chunks joined (panics on a malformed one: a
+/// test's server wrote it).
+pub fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n").unwrap();
+        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.push_str(&rest[..n]);
+        body = &rest[n + 2..];
+    }
+}
