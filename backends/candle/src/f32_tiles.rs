@@ -3,7 +3,7 @@
 
 use candle_core::{Result, Tensor};
 
-pub use infer_cpu_kernels::f32_tiles::{best_isa, Packed, TileIsa, MAX_ROWS};
+pub use infer_cpu_kernels::f32_tiles::{best_isa, TileIsa, MAX_ROWS};
 
 use crate::pool::CandlePool;
 

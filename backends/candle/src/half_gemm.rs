@@ -13,15 +13,12 @@ use half::{bf16, f16};
 pub use infer_cpu_kernels::half_gemm::amx;
 #[cfg(target_arch = "x86_64")]
 pub use infer_cpu_kernels::half_gemm::tiles;
-pub use infer_cpu_kernels::half_gemm::{best_kernel, panel_rows, product, Half, HalfKernel};
+pub use infer_cpu_kernels::half_gemm::{best_kernel, HalfKernel};
+use infer_cpu_kernels::half_gemm::{panel_rows, product};
 
 use crate::half_slices;
 use crate::pool::CandlePool;
 use crate::weight_rows::{with_rows, WeightRows};
-
-fn amx_available() -> bool {
-    infer_cpu_kernels::cpu_features::amx_available()
-}
 
 /// `x @ wᵀ` for a bf16 or f16 `w` (n, k), row-major, and `x` (m, k) of the same dtype; `None`
 /// when the operands are anything else (the caller falls back to candle's matmul).
@@ -47,7 +44,7 @@ pub fn linear_rows(x: &Tensor, w: WeightRows<'_>, n: usize, k: usize, kernel: Ha
     }
     #[cfg(target_arch = "x86_64")]
     if let (WeightRows::Bf16(w), false) = (w, widening) {
-        let amx = kernel >= HalfKernel::Amx && amx_available();
+        let amx = kernel >= HalfKernel::Amx && infer_cpu_kernels::cpu_features::amx_available();
         if amx || (kernel >= HalfKernel::Dpbf16 && k.is_multiple_of(2) && tiles::available()) {
             // x is bf16 too (the dtypes match): its values are exact tile operands.
             #[cfg(target_os = "linux")]

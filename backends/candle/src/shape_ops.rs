@@ -2,6 +2,7 @@
 //! in-place slice assignment that KV caches rely on.
 
 use candle_core::{Result, Tensor};
+use infer_cpu_kernels::Pool;
 
 fn check_dim(x: &Tensor, dim: usize) -> Result<()> {
     if dim >= x.rank() {
@@ -185,11 +186,7 @@ impl StridedView<'_> {
             }
         };
         let items = outer * a_tiles * b_tiles;
-        if n < 1 << 16 || items < 2 {
-            run(0..items);
-        } else {
-            candle_core::utils::barrier_pool().execute_chunked(items, run);
-        }
+        crate::pool::CandlePool.execute_chunked_if(n >= 1 << 16, items, run);
         // SAFETY: the items covered every (outer, a, b) of the n values.
         unsafe { out.set_len(n) };
         out

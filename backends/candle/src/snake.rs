@@ -60,11 +60,7 @@ pub fn snake(x: &Tensor, alpha: &Tensor, inv_beta: &Tensor) -> Result<Tensor> {
         }
     };
     let items = b * c * per_row;
-    if n < CHUNK || items < 2 {
-        run(0..items);
-    } else {
-        CandlePool.execute_chunked(items, run);
-    }
+    CandlePool.execute_chunked_if(n >= CHUNK, items, run);
     // SAFETY: the items covered every value of the (b, c, t) output.
     unsafe { out.set_len(n) };
     Tensor::from_vec(out, (b, c, t), x.device())

@@ -132,11 +132,7 @@ fn accumulate_in_blocks(xs: &[f32], ws: &[f32], out: &mut [f32], s: Shape, cols:
         }
     };
     let items = chunks * splits;
-    if items == 1 {
-        run(0..1);
-    } else {
-        pool.execute_chunked(items, run);
-    }
+    pool.execute_chunked_if(true, items, run);
 }
 
 /// Scratch for the blocks whose window leaves the input: zero-padded copies of those windows'

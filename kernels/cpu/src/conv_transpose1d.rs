@@ -138,11 +138,7 @@ pub fn dense_conv_transpose1d_f32(
             }
         }
     };
-    if b * blocks == 1 {
-        run(0..1);
-    } else {
-        pool.execute_chunked(b * blocks, run);
-    }
+    pool.execute_chunked_if(true, b * blocks, run);
     out
 }
 

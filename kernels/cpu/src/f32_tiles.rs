@@ -60,11 +60,7 @@ pub fn product(w: &[f32], xs: &[f32], m: usize, n: usize, k: usize, tiles: TileI
         // columns j0..j1 only.
         unsafe { packed.product_into(&w[j0 * k..j1 * k], j1 - j0, dst.at(j0), n) }
     };
-    if m * n * k < PARALLEL_MIN || count == 1 {
-        body(0..count);
-    } else {
-        pool.execute_chunked(count, body);
-    }
+    pool.execute_chunked_if(m * n * k >= PARALLEL_MIN, count, body);
 }
 
 /// Activation rows repacked for the tiles: blocks of one register's rows, each lane one row,

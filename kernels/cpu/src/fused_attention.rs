@@ -156,11 +156,7 @@ pub fn attend<T: Widen>(
         });
     };
     let macs = b * hq * tq * tk * (d + dv);
-    if plan.tasks() == 1 || macs < PARALLEL_MIN_MACS {
-        (0..plan.tasks()).for_each(run);
-    } else {
-        pool.execute_chunked(plan.tasks(), |range| range.for_each(run));
-    }
+    pool.execute_chunked_if(macs >= PARALLEL_MIN_MACS, plan.tasks(), |range| range.for_each(run));
     out
 }
 

@@ -29,7 +29,7 @@ pub use crate::x86::avx512::bf16_tiles as tiles;
 /// copy of it stay close to the core that made them.
 const PANEL_BYTES: usize = 1 << 20;
 /// Panel heights are multiples of this (gemm's widest f32 register tile on AVX-512).
-pub const PANEL_ALIGN: usize = 16;
+const PANEL_ALIGN: usize = 16;
 /// Below this many multiply-adds a product runs on the calling thread.
 pub(crate) const PARALLEL_MIN: usize = 1 << 20;
 
@@ -160,11 +160,7 @@ pub fn product<T: Half>(
             }
         })
     };
-    if m * n * k < PARALLEL_MIN || units == 1 {
-        body(0..units);
-    } else {
-        pool.execute_chunked(units, body);
-    }
+    pool.execute_chunked_if(m * n * k >= PARALLEL_MIN, units, body);
 }
 
 #[cfg(test)]

@@ -14,6 +14,16 @@ pub trait Pool: Sync {
     /// `f` over `0..items` in ranges handed to the threads (the calling thread included); every
     /// item is passed exactly once, and the call returns once all ranges are done.
     fn execute_chunked<F: Fn(Range<usize>) + Sync>(&self, items: usize, f: F);
+
+    /// [`Pool::execute_chunked`] where `parallel` says the work pays for waking the pool and
+    /// there is more than one item; otherwise `f(0..items)` in one call on this thread.
+    fn execute_chunked_if<F: Fn(Range<usize>) + Sync>(&self, parallel: bool, items: usize, f: F) {
+        if parallel && items > 1 {
+            self.execute_chunked(items, f)
+        } else if items > 0 {
+            f(0..items)
+        }
+    }
 }
 
 impl<P: Pool> Pool for &P {

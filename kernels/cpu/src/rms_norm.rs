@@ -54,11 +54,7 @@ pub fn rms_norm_rows<E: RowElem + Default>(
             r += rows;
         }
     };
-    if rows * n < ROW_PARALLEL_MIN {
-        body(0..rows);
-    } else {
-        pool.execute_chunked(rows, body);
-    }
+    pool.execute_chunked_if(rows * n >= ROW_PARALLEL_MIN, rows, body);
     out
 }
 

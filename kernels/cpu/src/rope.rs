@@ -58,11 +58,7 @@ pub fn rope_rows<E: RowElem + Default>(
             crate::generic::rope::rope_row(xr, cw, sw, layout, o)
         }
     };
-    if rows * d < ROW_PARALLEL_MIN {
-        body(0..rows);
-    } else {
-        pool.execute_chunked(rows, body);
-    }
+    pool.execute_chunked_if(rows * d >= ROW_PARALLEL_MIN, rows, body);
     out
 }
 

@@ -27,6 +27,15 @@ use crate::error::ApiError;
 use crate::metrics::RequestLabel;
 use crate::state::{AppState, Served};
 
+/// `routes` as the API serves them: bodies up to `max_body_bytes`, the API key required, a JSON
+/// 405 for a wrong method.
+fn keyed(routes: Router<Arc<AppState>>, state: &Arc<AppState>) -> Router<Arc<AppState>> {
+    routes
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+}
+
 pub fn router(state: Arc<AppState>) -> Result<Router> {
     let limits = &state.config;
     let cors = cors_layer(&limits.cors_origins)?;
@@ -40,17 +49,11 @@ pub fn router(state: Arc<AppState>) -> Result<Router> {
             "/audio/transcriptions",
             post(transcription::transcriptions).layer(DefaultBodyLimit::max(limits.max_upload_bytes)),
         )
-        .route("/audio/transcriptions/live", get(live::live_transcription))
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
-        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() });
+        .route("/audio/transcriptions/live", get(live::live_transcription));
     // llama-server's paths, outside /v1, behind the same key.
-    let tokenizer = Router::new()
-        .route("/tokenize", post(tokenize::tokenize))
-        .route("/detokenize", post(tokenize::detokenize))
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
-        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() });
+    let tokenizer =
+        Router::new().route("/tokenize", post(tokenize::tokenize)).route("/detokenize", post(tokenize::detokenize));
+    let (api, tokenizer) = (keyed(api, &state), keyed(tokenizer, &state));
     let mut metrics_route = get(metrics);
     if limits.metrics_require_key {
         metrics_route = metrics_route.route_layer(middleware::from_fn_with_state(state.clone(), require_api_key));

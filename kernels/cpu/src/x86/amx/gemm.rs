@@ -42,11 +42,7 @@ pub fn product<O: OutElem>(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize,
             unit(&tiles, w, k, n, m, &xp, last.as_ref(), u, &ptr);
         }
     };
-    if m * n * k < crate::half_gemm::PARALLEL_MIN || units == 1 {
-        body(0..units);
-    } else {
-        pool.execute_chunked(units, body);
-    }
+    pool.execute_chunked_if(m * n * k >= crate::half_gemm::PARALLEL_MIN, units, body);
 }
 
 /// Output columns of weight blocks `UNIT_BLOCKS · u ..` (fewer at the end), every row.

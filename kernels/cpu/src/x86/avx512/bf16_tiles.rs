@@ -42,11 +42,7 @@ pub fn product(w: &[bf16], x: &[bf16], m: usize, n: usize, k: usize, pool: &impl
             unsafe { tile_column(w, &xp, m, n, k, blocks, u * NR, &ptr) }
         }
     };
-    if m * n * k < crate::half_gemm::PARALLEL_MIN || units == 1 {
-        body(0..units);
-    } else {
-        pool.execute_chunked(units, body);
-    }
+    pool.execute_chunked_if(m * n * k >= crate::half_gemm::PARALLEL_MIN, units, body);
 }
 
 /// The rows of `x` (m rows of kp bf16 pairs) in the tiles' lane order: per block of 16 rows
