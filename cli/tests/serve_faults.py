@@ -283,6 +283,8 @@ class Mix:
             # A warm-up round pages the weights in and fills the allocator's pools: the baseline
             # a leak would grow from.
             await self.stream_round(client, STREAMS)
+            # Measured idle, as the end is: the server hands freed heap back once its batch drains.
+            await asyncio.sleep(1.0)
             rss_warm = rss(self.pid)
             stop = asyncio.Event()
             sampler = asyncio.create_task(self.sample_rss(stop))

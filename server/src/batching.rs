@@ -292,6 +292,12 @@ impl Scheduler {
             // Before the scheduler may block waiting for work, the gauges show what is left.
             self.end_departed_and_expired(batch.as_mut(), &mut live);
             self.publish(&live);
+            if live.is_empty() {
+                // The burst is over: glibc would keep the freed caches, prompts and per-request
+                // buffers resident for the rest of the run. Once per drain, so the cost
+                // (a walk of the heap) never lands inside a step.
+                infer_core::process_memory::release_free_heap();
+            }
         }
     }
 
