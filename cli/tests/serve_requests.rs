@@ -5,14 +5,12 @@
 //! change repeats; logprobs of chat and completions, streamed and not; `n` choices each drawn as
 //! its own seeded sequence. Raw HTTP/1.1 over loopback, so every byte and status is the server's.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use infer_tests::serve::{dechunk, start_serve};
+use infer_tests::serve::{http, sse_events, start_serve};
 use infer_tests::{copy_dir, fixture};
 use serde_json::{json, Value};
 
@@ -51,25 +49,7 @@ impl Server {
 
     /// Status and body of one request (`body` null: none).
     fn raw(&self, method: &str, path: &str, body: &Value) -> (u16, String) {
-        let body = if body.is_null() { String::new() } else { body.to_string() };
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-             Connection: close\r\n\r\n",
-            self.addr,
-            body.len()
-        );
-        s.write_all(head.as_bytes()).unwrap();
-        s.write_all(body.as_bytes()).unwrap();
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).unwrap();
-        let raw = String::from_utf8(raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no response: {raw:?}"));
-        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-        let body =
-            if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.into() };
-        (status, body)
+        http(&self.addr, method, path, body)
     }
 
     fn post(&self, path: &str, body: Value) -> (u16, Value) {
@@ -196,13 +176,6 @@ fn tokenize_and_detokenize_round_trip_and_refuse_bad_ids() {
     assert_eq!(status, 400, "{v}");
 }
 
-/// The `data:` payloads of an SSE body, `[DONE]` left out (it must be last).
-fn events(body: &str) -> Vec<Value> {
-    let data: Vec<&str> = body.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
-    assert_eq!(data.last(), Some(&"[DONE]"), "{body}");
-    data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect()
-}
-
 fn ids_of(server: &Server, text: &str) -> Vec<u64> {
     let v = server.ok("/tokenize", json!({ "content": text }));
     v["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect()
@@ -289,7 +262,7 @@ fn logprobs_of_chat_and_completions_streamed_or_not() {
     streamed["stream"] = true.into();
     let (status, sse) = server.raw("POST", "/v1/chat/completions", &streamed);
     assert_eq!(status, 200, "{sse}");
-    let chunks = events(&sse);
+    let chunks = sse_events(&sse);
     let streamed: Vec<Value> =
         chunks.iter().filter_map(|c| c["choices"][0]["logprobs"]["content"].as_array()).flatten().cloned().collect();
     assert_eq!(streamed, content);
@@ -322,7 +295,7 @@ fn n_choices_are_sequences_of_their_own_streamed_by_index() {
     let body = completion(json!({ "seed": 40, "n": 3, "stream": true, "stream_options": { "include_usage": true } }));
     let (status, sse) = server.raw("POST", "/v1/completions", &body);
     assert_eq!(status, 200, "{sse}");
-    let chunks = events(&sse);
+    let chunks = sse_events(&sse);
     let mut streamed = vec![String::new(); 3];
     let mut finished = [0; 3];
     for c in &chunks[..chunks.len() - 1] {

@@ -53,6 +53,7 @@ pub use infer_sdk::op::{BinaryOp, CmpOp, Op, ReduceOp, RopeLayout, UnaryOp};
 pub use infer_sdk::plugin::{ModelKind, ModelLoadOptions};
 pub use infer_sdk::tensor::{AttentionOpts, Conv1dParams, Tensor};
 pub use infer_sdk::text::causal_lm::{CausalLm, CausalLmBox};
+pub use infer_sdk::text::conversation::Conversation;
 pub use infer_sdk::text::generation_defaults::SamplingDefaults;
 pub use infer_sdk::text::kv_cache::{KvCache, LayerCache};
 pub use infer_sdk::text::model::{TextModel, TokenStream};

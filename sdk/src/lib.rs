@@ -39,6 +39,7 @@ pub use plugin::{ModelKind, ModelLoadOptions};
 pub use tensor::{AttentionOpts, Conv1dParams, Tensor};
 pub use text::causal_lm::{CausalLm, CausalLmBox};
 pub use text::chat_template::ChatTemplate;
+pub use text::conversation::Conversation;
 pub use text::generation_defaults::SamplingDefaults;
 pub use text::kv_cache::{KvCache, LayerCache};
 pub use text::model::{TextModel, TokenStream};

@@ -2,9 +2,11 @@
 //! registry. Text models are served by a continuous-batching scheduler ([`batching`]); speech
 //! synthesizers by a bounded pool of blocking tasks.
 
+mod assistant_output;
 mod auth;
 pub mod batching;
 mod body_deadline;
+mod chat_tools;
 pub mod config;
 mod connection;
 pub mod error;

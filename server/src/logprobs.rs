@@ -55,6 +55,11 @@ pub struct CompletionLogprobs {
 }
 
 impl CompletionLogprobs {
+    /// Whether no token is waiting to be taken.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
     pub fn push(&mut self, tokenizer: &dyn Tokenizer, id: u32, lp: &TokenLogprobs) {
         let token = piece(tokenizer, id);
         self.text_offset.push(self.offset);

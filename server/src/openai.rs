@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use infer_core::{GenerateConfig, Message, SamplingDefaults};
+use infer_core::{GenerateConfig, SamplingDefaults};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -33,6 +33,11 @@ pub struct ChatRequest {
     pub logprobs: Option<bool>,
     pub top_logprobs: Option<u32>,
     pub tools: Option<Value>,
+    pub tool_choice: Option<Value>,
+    pub parallel_tool_calls: Option<bool>,
+    /// Variables for the chat template, e.g. `{"enable_thinking": false}` (vLLM's and
+    /// llama-server's name).
+    pub chat_template_kwargs: Option<serde_json::Map<String, Value>>,
     pub response_format: Option<Value>,
     #[serde(flatten)]
     pub sampling: Sampling,
@@ -42,6 +47,12 @@ pub struct ChatRequest {
 pub struct ChatMessage {
     pub role: String,
     pub content: Option<Content>,
+    /// An assistant turn's calls: `{"id", "type": "function", "function": {"name", "arguments"}}`.
+    pub tool_calls: Option<Value>,
+    /// A tool result: the call it answers.
+    pub tool_call_id: Option<String>,
+    pub name: Option<String>,
+    pub reasoning_content: Option<String>,
 }
 
 /// Message content: a string, or parts of which only text is understood.
@@ -286,9 +297,6 @@ impl ChatRequest {
 
     /// Refuses the chat parameters this server does not implement.
     pub fn check_supported(&self) -> Result<(), ApiError> {
-        if self.tools.as_ref().is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty())) {
-            return Err(ApiError::unsupported("tools", "tool calling is not supported"));
-        }
         if let Some(f) = &self.response_format {
             if f.get("type").and_then(Value::as_str).is_some_and(|t| t != "text") {
                 return Err(ApiError::unsupported(
@@ -298,40 +306,6 @@ impl ChatRequest {
             }
         }
         Ok(())
-    }
-
-    pub fn messages(&self) -> Result<Vec<Message>, ApiError> {
-        if self.messages.is_empty() {
-            return Err(ApiError::param("messages", "messages must not be empty"));
-        }
-        self.messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let content = match &m.content {
-                    None => String::new(),
-                    Some(Content::Text(t)) => t.clone(),
-                    Some(Content::Parts(parts)) => {
-                        let mut text = String::new();
-                        for p in parts {
-                            match (p.kind.as_str(), &p.text) {
-                                ("text", Some(t)) => text.push_str(t),
-                                (kind, _) => {
-                                    return Err(ApiError::unsupported(
-                                        &format!("messages[{i}].content"),
-                                        format!("content parts of type `{kind}` are not supported (text only)"),
-                                    ))
-                                }
-                            }
-                        }
-                        text
-                    }
-                };
-                // "developer" is the newer name of the system role.
-                let role = if m.role == "developer" { "system" } else { m.role.as_str() };
-                Ok(Message::new(role, content))
-            })
-            .collect()
     }
 }
 

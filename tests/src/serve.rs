@@ -1,6 +1,7 @@
 //! `infer serve` as the end-to-end tests run it: the real binary on a free loopback port.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
@@ -81,4 +82,34 @@ pub fn dechunk(mut body: &str) -> String {
         out.push_str(&rest[..n]);
         body = &rest[n + 2..];
     }
+}
+
+/// One HTTP/1.1 request to `addr` (`body` null: none), its status and body (dechunked): raw over
+/// loopback, so every byte and status is the server's.
+pub fn http(addr: &str, method: &str, path: &str, body: &serde_json::Value) -> (u16, String) {
+    let body = if body.is_null() { String::new() } else { body.to_string() };
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no response: {raw:?}"));
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body =
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.into() };
+    (status, body)
+}
+
+/// The `data:` payloads of an SSE body, `[DONE]` left out (it must be last).
+pub fn sse_events(body: &str) -> Vec<serde_json::Value> {
+    let data: Vec<&str> = body.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{body}");
+    data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect()
 }

@@ -10,7 +10,6 @@ use crate::jinja_template::JinjaTemplate;
 use crate::sampling::Sampler;
 use infer_sdk::backend::lift;
 use infer_sdk::text::causal_lm::CausalLmBox;
-use infer_sdk::text::chat_prompt::chat_prompt_ids;
 use infer_sdk::text::generation_defaults::SamplingDefaults;
 use infer_sdk::text::kv_cache::{self, KvCache};
 use infer_sdk::text::model::{TextModel, TokenStream};
@@ -288,13 +287,8 @@ impl TextModel for LlmEngine {
         self.chat_origin.clone()
     }
 
-    fn chat_ids(&self, messages: &[Message]) -> Result<Vec<u32>> {
-        let template = self.chat_template.as_ref().map(|t| t as &dyn ChatTemplate).or_else(|| self.tokenizer.chat_template()).ok_or_else(|| {
-            Error::unsupported(
-                "this checkpoint has no chat template and its architecture no built-in format: give one with --chat-template FILE",
-            )
-        })?;
-        chat_prompt_ids(self.tokenizer.as_ref(), template, messages)
+    fn chat_template(&self) -> Option<&dyn ChatTemplate> {
+        self.chat_template.as_ref().map(|t| t as &dyn ChatTemplate).or_else(|| self.tokenizer.chat_template())
     }
 
     fn close(&mut self) {

@@ -5,7 +5,7 @@ use minijinja::value::{Kwargs, StringInput, Value};
 use minijinja::{context, Environment, ErrorKind};
 
 use infer_sdk::text::types::Message;
-use infer_sdk::{ChatTemplate, Error, Result};
+use infer_sdk::{ChatTemplate, Conversation, Error, Result};
 
 /// Template instructions one render may execute. A template comes with the checkpoint, so a
 /// stranger's may loop for ever (`{% for i in range(99999) %}{% for j in range(99999) %}`); this
@@ -35,12 +35,32 @@ impl ChatTemplate for JinjaTemplate {
     fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
         JinjaTemplate::render(self, messages, add_generation_prompt)
     }
+
+    fn render_conversation(&self, conversation: &Conversation, add_generation_prompt: bool) -> Result<String> {
+        // The switches first, so that none can replace the conversation's own variables.
+        let mut vars = conversation.template_kwargs.clone();
+        vars.insert("messages".into(), conversation.message_values().into());
+        // Templates test `{% if tools %}`: no tools is no variable, not an empty list.
+        if conversation.tools.is_empty() {
+            vars.remove("tools");
+        } else {
+            vars.insert("tools".into(), conversation.tools.clone().into());
+        }
+        vars.insert("add_generation_prompt".into(), add_generation_prompt.into());
+        vars.insert("bos_token".into(), self.bos_token.clone().into());
+        vars.insert("eos_token".into(), self.eos_token.clone().into());
+        self.render_context(Value::from_serialize(&vars))
+    }
 }
 
 impl JinjaTemplate {
     pub fn new(source: String, bos_token: &str, eos_token: &str) -> Result<Self> {
         let mut env = Environment::new();
         env.set_fuel(Some(RENDER_FUEL));
+        // Hugging Face renders chat templates with these two on; a template written for them
+        // puts a block tag on its own line and expects the newline after it gone.
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         minijinja_contrib::add_to_environment(&mut env);
         env.add_filter("indent", bounded_indent);
@@ -56,14 +76,17 @@ impl JinjaTemplate {
     /// The prompt text for `messages`, ending with the assistant's turn opener when
     /// `add_generation_prompt`.
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
-        let tmpl = self.env.get_template("chat").map_err(|e| Error::Tokenizer(e.to_string()))?;
-        let mut out = CappedOutput(Vec::new());
-        let ctx = context! {
+        self.render_context(context! {
             messages => messages,
             add_generation_prompt => add_generation_prompt,
             bos_token => &self.bos_token,
             eos_token => &self.eos_token,
-        };
+        })
+    }
+
+    fn render_context(&self, ctx: Value) -> Result<String> {
+        let tmpl = self.env.get_template("chat").map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let mut out = CappedOutput(Vec::new());
         tmpl.render_captured_to(ctx, &mut out).map_err(|e| match e.kind() {
             ErrorKind::OutOfFuel => Error::Tokenizer(format!(
                 "chat template failed to render: it ran past its budget of {RENDER_FUEL} instructions"
@@ -103,20 +126,36 @@ fn bounded_indent(
     minijinja::filters::indent(value, width, first, blank, kwargs)
 }
 
-/// minijinja's `tojson`, for an `indent` up to [`MAX_INDENT`].
+/// `tojson` as Hugging Face templates have it (Python's `json.dumps` with `ensure_ascii=False`,
+/// [`crate::py_json`]), for an `indent` up to [`MAX_INDENT`].
 fn bounded_tojson(
     value: &Value,
     indent: Option<Value>,
     kwargs: Kwargs,
 ) -> std::result::Result<Value, minijinja::Error> {
-    let width = indent.clone().or(kwargs.peek::<Option<Value>>("indent")?);
-    // The conversion the filter makes itself (a float like 1e11 converts too).
-    if let Some(w) = width.and_then(|w| usize::try_from(w).ok()) {
-        if w > MAX_INDENT {
-            return Err(too_wide("tojson indent", w));
-        }
+    let indent = indent.or(kwargs.get::<Option<Value>>("indent")?).filter(|w| !w.is_none());
+    let sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
+    kwargs.assert_all_used()?;
+    let indent = match indent {
+        None => None,
+        Some(w) => match usize::try_from(w.clone()) {
+            Ok(w) if w > MAX_INDENT => return Err(too_wide("tojson indent", w)),
+            Ok(w) => Some(w),
+            Err(_) => {
+                return Err(minijinja::Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("tojson indent `{w}` is not a width"),
+                ))
+            }
+        },
+    };
+    let json = serde_json::to_value(value)
+        .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    let text = crate::py_json::dumps(&json, indent, sort_keys);
+    if text.len() > MAX_RENDER_BYTES {
+        return Err(minijinja::Error::new(ErrorKind::InvalidOperation, "tojson: the value is too large"));
     }
-    minijinja::filters::tojson(value, indent, kwargs)
+    Ok(Value::from_safe_string(text))
 }
 
 /// The render's output, refusing any write that would take it past [`MAX_RENDER_BYTES`].

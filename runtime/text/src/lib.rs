@@ -10,6 +10,7 @@ pub mod gguf_tokenizer;
 pub mod hf_tokenizer;
 pub mod jinja_template;
 pub mod piece_table;
+mod py_json;
 pub mod sampling;
 pub mod spm;
 pub mod tekken;

@@ -1,11 +1,21 @@
 //! The chat-template contract: a conversation rendered as the prompt text a model was trained on.
 //! The text runtime renders checkpoints' Jinja templates; a plugin may bring its own format.
 
+use crate::text::conversation::Conversation;
 use crate::text::types::Message;
-use crate::Result;
+use crate::{Error, Result};
 
 pub trait ChatTemplate: Send + Sync {
     /// The prompt text for `messages`, ending with the assistant's turn opener when
     /// `add_generation_prompt`.
     fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String>;
+
+    /// [`ChatTemplate::render`] for a conversation with tools, turn fields or template switches.
+    /// A format that knows none of them refuses such a conversation rather than drop them.
+    fn render_conversation(&self, conversation: &Conversation, add_generation_prompt: bool) -> Result<String> {
+        if conversation.has_extras() {
+            return Err(Error::unsupported("this chat format takes no tools, tool calls or template switches"));
+        }
+        self.render(&conversation.messages, add_generation_prompt)
+    }
 }

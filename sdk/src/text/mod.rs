@@ -5,6 +5,7 @@
 pub mod causal_lm;
 pub mod chat_prompt;
 pub mod chat_template;
+pub mod conversation;
 pub mod generation_defaults;
 pub mod kv_cache;
 pub mod model;

@@ -1,6 +1,8 @@
 //! `TextModel`: what a host application calls (mirrors go-inference's TextModel).
 
-use crate::text::chat_prompt::chat_prompt_ids;
+use crate::text::chat_prompt::{chat_prompt_ids, conversation_prompt, ChatPrompt};
+use crate::text::chat_template::ChatTemplate;
+use crate::text::conversation::Conversation;
 use crate::text::generation_defaults::SamplingDefaults;
 use crate::text::sequence_batch::SequenceBatch;
 use crate::text::tokenizer::Tokenizer;
@@ -40,13 +42,31 @@ pub trait TextModel: Send + Sync {
     /// Releases weights and caches now rather than at drop.
     fn close(&mut self);
 
+    /// The template `chat` renders with: the tokenizer's (the checkpoint's) unless the model
+    /// was given another (a caller's file, or the architecture's built-in format).
+    fn chat_template(&self) -> Option<&dyn ChatTemplate> {
+        self.tokenizer().chat_template()
+    }
+
     /// The prompt ids [`TextModel::chat`] generates from: `messages` in the model's chat
     /// template, ending with the assistant's turn opener; message content read as literal text.
     fn chat_ids(&self, messages: &[Message]) -> Result<Vec<u32>> {
-        let tokenizer = self.tokenizer();
-        let template =
-            tokenizer.chat_template().ok_or_else(|| Error::unsupported("this checkpoint has no chat template"))?;
-        chat_prompt_ids(tokenizer, template, messages)
+        chat_prompt_ids(self.tokenizer(), self.required_chat_template()?, messages)
+    }
+
+    /// [`TextModel::chat_ids`] for a conversation with tools, tool calls and results, or
+    /// template switches, with the rendered text.
+    fn conversation_prompt(&self, conversation: &Conversation) -> Result<ChatPrompt> {
+        conversation_prompt(self.tokenizer(), self.required_chat_template()?, conversation)
+    }
+
+    /// [`TextModel::chat_template`], or the error saying there is none.
+    fn required_chat_template(&self) -> Result<&dyn ChatTemplate> {
+        self.chat_template().ok_or_else(|| {
+            Error::unsupported(
+                "this checkpoint has no chat template and its architecture no built-in format: give one with --chat-template FILE",
+            )
+        })
     }
 
     /// Independent sequences decoded together, one forward per step (continuous batching, for

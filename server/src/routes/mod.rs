@@ -51,8 +51,10 @@ pub fn router(state: Arc<AppState>) -> Result<Router> {
         )
         .route("/audio/transcriptions/live", get(live::live_transcription));
     // llama-server's paths, outside /v1, behind the same key.
-    let tokenizer =
-        Router::new().route("/tokenize", post(tokenize::tokenize)).route("/detokenize", post(tokenize::detokenize));
+    let tokenizer = Router::new()
+        .route("/tokenize", post(tokenize::tokenize))
+        .route("/detokenize", post(tokenize::detokenize))
+        .route("/apply-template", post(text::apply_template));
     let (api, tokenizer) = (keyed(api, &state), keyed(tokenizer, &state));
     let mut metrics_route = get(metrics);
     if limits.metrics_require_key {

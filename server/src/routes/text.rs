@@ -12,6 +12,7 @@ use axum::Json;
 use infer_core::{GenerateConfig, TextModel};
 
 use crate::batching::{Fault, JobEvent, TextService};
+use crate::chat_tools::ReplyFormat;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::openai::{ChatRequest, CompletionRequest, Prompt, RequestLimits, Sampling};
@@ -38,25 +39,62 @@ pub async fn chat_completions(
     let arrived = Instant::now();
     let (name, text) = state.text(req.model.as_deref(), "/v1/chat/completions")?;
     req.check_supported()?;
-    let messages = req.messages()?;
     let logprobs = req.logprobs()?;
     let cfg = generate_config(&req.sampling, &state, text, logprobs)?;
     let n = req.sampling.choices()?;
-    let usage = req.stream_options.is_some_and(|o| o.include_usage);
-    let reply = Reply::new(Kind::Chat, name, usage, logprobs.is_some(), text.model.clone());
+    let usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let name = name.to_string();
-    let prompt = prepare(text, move |model| {
-        model.chat_ids(&messages).map_err(|e| match e {
-            infer_core::Error::Unsupported(_) => ApiError::param(
-                "model",
-                format!("`{name}` has no chat template: send the prompt to /v1/completions instead"),
-            ),
-            other => ApiError::from_core(&other),
-        })
-    })
-    .await?;
+    let RenderedChat { ids: prompt, format, .. } = render_chat(text, &req, &name).await?;
+    let reply = Reply::new(Kind::Chat(format), &name, usage, logprobs.is_some(), text.model.clone());
     let fault = Fault::from_user(req.sampling.user.as_deref());
     generate(text, Prepared { prompt, cfg, n, arrived, fault }, reply, req.stream).await
+}
+
+/// POST /apply-template (llama-server's): the prompt a chat request renders to, as the model
+/// reads it (a required tool call's opener included), without generating.
+pub async fn apply_template(
+    State(state): State<Arc<AppState>>,
+    ApiJson(req): ApiJson<ChatRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let (name, text) = state.text(req.model.as_deref(), "/apply-template")?;
+    req.check_supported()?;
+    let name = name.to_string();
+    let RenderedChat { text: prompt, format, .. } = render_chat(text, &req, &name).await?;
+    let prompt = prompt + format.opener.as_deref().unwrap_or("");
+    Ok(Json(serde_json::json!({ "prompt": prompt })))
+}
+
+/// A chat request rendered through the model's template.
+struct RenderedChat {
+    text: String,
+    /// The prompt ids, with a required call's opener.
+    ids: Vec<u32>,
+    format: ReplyFormat,
+}
+
+async fn render_chat(text: &TextService, req: &ChatRequest, name: &str) -> Result<RenderedChat, ApiError> {
+    let tools = req.tool_request()?;
+    let conversation = req.conversation(tools.as_ref())?;
+    let name = name.to_string();
+    prepare(text, move |model| {
+        if model.chat_template().is_none() {
+            return Err(ApiError::param(
+                "model",
+                format!("`{name}` has no chat template: send the prompt to /v1/completions instead"),
+            ));
+        }
+        let rendered = model.conversation_prompt(&conversation).map_err(|e| match e {
+            infer_core::Error::Unsupported(why) => ApiError::unsupported("tools", why),
+            other => ApiError::from_core(&other),
+        })?;
+        let format = ReplyFormat::of_prompt(&rendered.text, tools.as_ref(), &name)?;
+        let mut ids = rendered.ids;
+        if let Some(opener) = &format.opener {
+            ids.extend(model.tokenizer().encode(opener, false).map_err(|e| ApiError::from_core(&e))?);
+        }
+        Ok(RenderedChat { text: rendered.text, ids, format })
+    })
+    .await
 }
 
 pub async fn completions(
