@@ -14,7 +14,7 @@ use tokio::sync::Semaphore;
 use crate::batching::{TextService, TextServiceConfig};
 use crate::config::{ModelSpec, ServerConfig};
 use crate::metrics::Metrics;
-use crate::state::{RecognizerService, Served, SpeechService};
+use crate::state::{EmbedderService, RecognizerService, Served, SpeechService};
 
 /// The loaded models by name, and the scheduler threads to join.
 pub type Loaded = (Vec<(String, Served)>, Vec<JoinHandle<()>>);
@@ -104,6 +104,16 @@ fn load_one(registry: &Registry, config: &ServerConfig, spec: &ModelSpec) -> Res
     let load = spec.load_config()?;
     let slots = spec.parallel.unwrap_or(config.parallel);
     let claims = |kind| registry.model_plugin(kind, &ckpt.model_type).is_ok();
+    // A sentence-transformers folder (its modules.json names the pooling) of an architecture an
+    // embedding plugin claims is served as an embedder, not as the decoder it is built on.
+    if spec.path.join("modules.json").is_file() && claims(ModelKind::TextEmbedding) {
+        let model = Arc::from(registry.load_embedder(&spec.path, &load)?);
+        return Ok(Pending::Ready(Served::Embedder(EmbedderService {
+            model,
+            permits: Arc::new(Semaphore::new(slots)),
+            admission: Arc::new(Semaphore::new(slots + config.queue)),
+        })));
+    }
     if claims(ModelKind::Text) {
         let model: Arc<dyn TextModel> = Arc::from(registry.load_model(&spec.path, &load)?);
         // The cache stores the compute dtype unless told otherwise.
@@ -153,5 +163,11 @@ fn describe(model: &Served) -> String {
         Served::Recognizer(r) => {
             format!("speech recognition at {} Hz, {} sessions", r.model.sample_rate(), r.permits.available_permits())
         }
+        Served::Embedder(e) => format!(
+            "{} text embedding, {} dimensions, {} at once",
+            e.model.architecture(),
+            e.model.dimension(),
+            e.permits.available_permits()
+        ),
     }
 }

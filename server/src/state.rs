@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use infer_core::audio::{SpeechRecognizer, SpeechSynthesizer};
+use infer_core::embed::TextEmbedder;
 use tokio::sync::Semaphore;
 
 use crate::batching::TextService;
@@ -29,10 +30,19 @@ pub struct RecognizerService {
     pub admission: Arc<Semaphore>,
 }
 
+/// A text embedder, with the same bounds as [`SpeechService`] (a request holds a permit while its
+/// batch is embedded).
+pub struct EmbedderService {
+    pub model: Arc<dyn TextEmbedder>,
+    pub permits: Arc<Semaphore>,
+    pub admission: Arc<Semaphore>,
+}
+
 pub enum Served {
     Text(TextService),
     Speech(SpeechService),
     Recognizer(RecognizerService),
+    Embedder(EmbedderService),
 }
 
 impl Served {
@@ -41,6 +51,7 @@ impl Served {
             Served::Text(_) => "text generation",
             Served::Speech(_) => "speech synthesis",
             Served::Recognizer(_) => "speech recognition",
+            Served::Embedder(_) => "text embedding",
         }
     }
 }
@@ -95,6 +106,14 @@ impl AppState {
         match self.resolve(Some(name))? {
             (_, Served::Speech(s)) => Ok(s),
             (served, other) => Err(wrong_kind(served, other, "/v1/audio/speech", "speech synthesis")),
+        }
+    }
+
+    /// The embedder a request names ([`AppState::resolve`]) and its served name.
+    pub fn embedder(&self, name: Option<&str>) -> Result<(&str, &EmbedderService), ApiError> {
+        match self.resolve(name)? {
+            (served, Served::Embedder(e)) => Ok((served, e)),
+            (served, other) => Err(wrong_kind(served, other, "/v1/embeddings", "text embedding")),
         }
     }
 

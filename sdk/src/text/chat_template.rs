@@ -11,10 +11,11 @@ pub trait ChatTemplate: Send + Sync {
     fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String>;
 
     /// [`ChatTemplate::render`] for a conversation with tools, turn fields or template switches.
-    /// A format that knows none of them refuses such a conversation rather than drop them.
+    /// A format that knows none of them refuses tools and tool calls rather than drop them, and
+    /// renders the rest from each turn's role and content.
     fn render_conversation(&self, conversation: &Conversation, add_generation_prompt: bool) -> Result<String> {
-        if conversation.has_extras() {
-            return Err(Error::unsupported("this chat format takes no tools, tool calls or template switches"));
+        if conversation.has_tools() {
+            return Err(Error::unsupported("this chat format takes no tools or tool calls"));
         }
         self.render(&conversation.messages, add_generation_prompt)
     }

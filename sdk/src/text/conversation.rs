@@ -22,9 +22,10 @@ pub struct Conversation {
 }
 
 impl Conversation {
-    /// Whether rendering needs more than each message's role and content.
-    pub fn has_extras(&self) -> bool {
-        !self.tools.is_empty() || !self.template_kwargs.is_empty() || self.fields.iter().any(|f| !f.is_empty())
+    /// Whether it carries tools or tool calls: what a format without tools cannot render (other
+    /// fields and switches a format may ignore, as Jinja templates ignore what they do not read).
+    pub fn has_tools(&self) -> bool {
+        !self.tools.is_empty() || self.fields.iter().any(|f| f.contains_key("tool_calls"))
     }
 
     /// The messages as the template's `messages` variable: each role and content with its fields.

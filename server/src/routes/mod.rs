@@ -2,6 +2,7 @@
 //! request metrics and the JSON 404.
 
 mod audio;
+mod embeddings;
 mod health;
 mod live;
 mod text;
@@ -44,6 +45,7 @@ pub fn router(state: Arc<AppState>) -> Result<Router> {
         .route("/models/{id}", get(get_model))
         .route("/chat/completions", post(text::chat_completions))
         .route("/completions", post(text::completions))
+        .route("/embeddings", post(embeddings::embeddings))
         .route("/audio/speech", post(audio::speech))
         .route(
             "/audio/transcriptions",
