@@ -16,7 +16,7 @@ use infer_core::audio_io::{stream_writer, AudioFormat};
 use infer_core::CancelToken;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
@@ -91,6 +91,12 @@ impl Deadline {
         }
     }
 
+    /// A permit to run, waited for until the deadline (a 504 past it, a 503 once the server
+    /// stops handing them out).
+    pub async fn permit(&self, permits: &Arc<Semaphore>) -> Result<OwnedSemaphorePermit, ApiError> {
+        self.within(permits.clone().acquire_owned()).await?.map_err(|_| ApiError::unavailable("shutting down"))
+    }
+
     /// Cancels `cancel` when the deadline passes; the returned guard stops the timer.
     fn cancel_at(&self, cancel: CancelToken) -> Option<AbortOnDrop> {
         let at = self.at?;
@@ -99,6 +105,11 @@ impl Deadline {
             cancel.cancel();
         })))
     }
+}
+
+/// A place among the requests that may run or wait; none left is a 429.
+pub(super) fn admit(admission: &Arc<Semaphore>) -> Result<OwnedSemaphorePermit, ApiError> {
+    admission.clone().try_acquire_owned().map_err(|_| ApiError::queue_full(2))
 }
 
 /// Stops a timer task when the request it watches is done.
@@ -133,13 +144,8 @@ pub async fn speech(
         }
     };
     let options = speech_options(&req, service)?;
-    let Ok(admitted) = service.admission.clone().try_acquire_owned() else {
-        return Err(ApiError::queue_full(2));
-    };
-    let permit = deadline
-        .within(service.permits.clone().acquire_owned())
-        .await?
-        .map_err(|_| ApiError::unavailable("shutting down"))?;
+    let admitted = admit(&service.admission)?;
+    let permit = deadline.permit(&service.permits).await?;
     let model = service.model.clone();
     let rate = model.sample_rate();
     let (tx, rx) = mpsc::unbounded_channel::<SpeechEvent>();

@@ -10,7 +10,7 @@ use infer_core::embed::EmbedOptions;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::audio::Deadline;
+use super::audio::{admit, Deadline};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
@@ -100,13 +100,8 @@ pub async fn embeddings(
     };
     let prompt = req.prompt_name.clone().map(EmbedOptions::with_prompt).unwrap_or_default();
     let options = EmbedOptions { dimensions, ..prompt };
-    let Ok(admitted) = service.admission.clone().try_acquire_owned() else {
-        return Err(ApiError::queue_full(2));
-    };
-    let permit = deadline
-        .within(service.permits.clone().acquire_owned())
-        .await?
-        .map_err(|_| ApiError::unavailable("shutting down"))?;
+    let admitted = admit(&service.admission)?;
+    let permit = deadline.permit(&service.permits).await?;
     // A batch is seconds of CPU at most: it runs on the blocking pool, off the async workers.
     let embedded = tokio::task::spawn_blocking(move || {
         let _held = (admitted, permit);

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
-use super::audio::Deadline;
+use super::audio::{admit, Deadline};
 use crate::error::ApiError;
 use crate::state::{AppState, Served};
 
@@ -64,7 +64,7 @@ pub struct TranscriptionQuery {
 fn admit_upload(state: &AppState, model: Option<&str>) -> Result<(String, OwnedSemaphorePermit), ApiError> {
     if let Some(name) = model {
         let service = state.recognizer(name, ENDPOINT)?;
-        let permit = service.admission.clone().try_acquire_owned().map_err(|_| ApiError::queue_full(2))?;
+        let permit = admit(&service.admission)?;
         return Ok((name.to_string(), permit));
     }
     let mut recognizers = state
@@ -161,12 +161,9 @@ pub async fn transcriptions(
     // The admission held while the file was read, exchanged for this model's if it was another's.
     let admitted = match up.admitted {
         Some((held, permit)) if held == model_name => permit,
-        _ => service.admission.clone().try_acquire_owned().map_err(|_| ApiError::queue_full(2))?,
+        _ => admit(&service.admission)?,
     };
-    let permit = deadline
-        .within(service.permits.clone().acquire_owned())
-        .await?
-        .map_err(|_| ApiError::unavailable("shutting down"))?;
+    let permit = deadline.permit(&service.permits).await?;
     let model = service.model.clone();
     let options =
         RecognitionOptions { language: up.language.clone().map(Into::into).into(), ..RecognitionOptions::default() };
