@@ -58,10 +58,10 @@ pub use infer_sdk::text::generation_defaults::SamplingDefaults;
 pub use infer_sdk::text::kv_cache::{KvCache, LayerCache};
 pub use infer_sdk::text::model::{TextModel, TokenStream};
 pub use infer_sdk::text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch, TokenLogprobs};
-pub use infer_sdk::text::tokenizer::Tokenizer;
+pub use infer_sdk::text::tokenizer::{TokenBytes, Tokenizer};
 pub use infer_sdk::text::types::{
-    BatchResult, CancelToken, ChatTemplateOrigin, ClassifyResult, GenerateConfig, GenerateMetrics, LoadConfig, Message,
-    ModelInfo, Token,
+    BatchResult, CancelToken, ChatTemplateOrigin, ClassifyResult, Constraint, GenerateConfig, GenerateMetrics,
+    LoadConfig, Message, ModelInfo, Token,
 };
 pub use infer_sdk::weights::{NameMap, Weights};
 pub use infer_text::HfTokenizer;

@@ -44,10 +44,10 @@ pub use text::generation_defaults::SamplingDefaults;
 pub use text::kv_cache::{KvCache, LayerCache};
 pub use text::model::{TextModel, TokenStream};
 pub use text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch};
-pub use text::tokenizer::Tokenizer;
+pub use text::tokenizer::{TokenBytes, Tokenizer};
 pub use text::types::{
-    BatchResult, CancelToken, ChatTemplateOrigin, ClassifyResult, GenerateConfig, GenerateMetrics, LoadConfig, Message,
-    ModelInfo, Token,
+    BatchResult, CancelToken, ChatTemplateOrigin, ClassifyResult, Constraint, GenerateConfig, GenerateMetrics,
+    LoadConfig, Message, ModelInfo, Token,
 };
 pub use weights::{NameMap, Weights};
 

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod openai;
 mod routes;
 pub mod state;
+mod structured_output;
 
 use std::sync::Arc;
 use std::time::Duration;

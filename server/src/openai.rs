@@ -3,12 +3,13 @@
 
 use std::collections::HashMap;
 
-use infer_core::{GenerateConfig, SamplingDefaults};
+use infer_core::{Constraint, GenerateConfig, SamplingDefaults};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::logprobs::MAX_TOP_LOGPROBS;
+use crate::structured_output::answer_format;
 
 /// The most stop sequences a request may give (the OpenAI API's limit).
 const MAX_STOPS: usize = 4;
@@ -39,6 +40,8 @@ pub struct ChatRequest {
     /// llama-server's name).
     pub chat_template_kwargs: Option<serde_json::Map<String, Value>>,
     pub response_format: Option<Value>,
+    #[serde(flatten)]
+    pub output: OutputFormat,
     #[serde(flatten)]
     pub sampling: Sampling,
 }
@@ -82,7 +85,37 @@ pub struct CompletionRequest {
     pub best_of: Option<u32>,
     pub logprobs: Option<u32>,
     #[serde(flatten)]
+    pub output: OutputFormat,
+    #[serde(flatten)]
     pub sampling: Sampling,
+}
+
+/// The output formats local servers take beside OpenAI's `response_format`.
+#[derive(Debug, Default, Deserialize)]
+pub struct OutputFormat {
+    /// vLLM's: one of `json` (a schema), `regex`, `choice` (strings), `grammar` (Lark).
+    pub structured_outputs: Option<Value>,
+    /// llama-server's: a JSON Schema the output follows.
+    pub json_schema: Option<Value>,
+}
+
+impl OutputFormat {
+    /// The answer format of a request with these fields and `response_format`.
+    pub fn constraint(&self, response_format: Option<&Value>) -> Result<Option<Constraint>, ApiError> {
+        let schema = match &self.json_schema {
+            None | Some(Value::Null) => None,
+            Some(s) if s.is_object() || s.is_boolean() => Some(Constraint::JsonSchema(s.clone())),
+            Some(_) => return Err(ApiError::param("json_schema", "json_schema must be a JSON Schema object")),
+        };
+        let format = answer_format(response_format, self.structured_outputs.as_ref())?;
+        match (format, schema) {
+            (Some(_), Some(_)) => Err(ApiError::param(
+                "json_schema",
+                "give one output format: json_schema, response_format or structured_outputs",
+            )),
+            (a, b) => Ok(a.or(b)),
+        }
+    }
 }
 
 /// `prompt`: text, token ids, or a list of either (only lists of one are served).
@@ -295,17 +328,10 @@ impl ChatRequest {
         }
     }
 
-    /// Refuses the chat parameters this server does not implement.
-    pub fn check_supported(&self) -> Result<(), ApiError> {
-        if let Some(f) = &self.response_format {
-            if f.get("type").and_then(Value::as_str).is_some_and(|t| t != "text") {
-                return Err(ApiError::unsupported(
-                    "response_format",
-                    "only response_format {\"type\": \"text\"} is supported",
-                ));
-            }
-        }
-        Ok(())
+    /// The answer format the request asks for (`response_format` and the local servers'
+    /// fields), before any tools are combined with it.
+    pub fn answer_constraint(&self) -> Result<Option<Constraint>, ApiError> {
+        self.output.constraint(self.response_format.as_ref())
     }
 }
 

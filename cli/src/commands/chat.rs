@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use infer_core::{GenerateConfig, Message, Registry};
 
-use super::shared::{note_chat_template, ModelArgs, SamplingArgs};
+use super::shared::{note_chat_template, ConstraintArgs, ModelArgs, SamplingArgs};
 
 #[derive(Args, Debug)]
 pub struct ChatArgs {
@@ -23,12 +23,18 @@ pub struct ChatArgs {
     pub max_tokens: usize,
     #[command(flatten)]
     pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub constraint: ConstraintArgs,
 }
 
 pub fn run(registry: &Registry, args: ChatArgs) -> Result<()> {
     let model = args.model.load_with_chat_template(registry, args.chat_template.clone())?;
     note_chat_template(model.as_ref(), &args.model.model_path()?);
-    let cfg = GenerateConfig { max_tokens: args.max_tokens, ..args.sampling.config(&model.sampling_defaults()) };
+    let cfg = GenerateConfig {
+        max_tokens: args.max_tokens,
+        constraint: args.constraint.constraint()?,
+        ..args.sampling.config(&model.sampling_defaults())
+    };
     let mut history: Vec<Message> = args.system.iter().map(|s| Message::system(s.clone())).collect();
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();

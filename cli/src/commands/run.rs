@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use infer_core::{GenerateConfig, Message, Registry};
 
-use super::shared::{note_chat_template, ModelArgs, SamplingArgs};
+use super::shared::{note_chat_template, ConstraintArgs, ModelArgs, SamplingArgs};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -29,6 +29,8 @@ pub struct RunArgs {
     pub max_tokens: usize,
     #[command(flatten)]
     pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub constraint: ConstraintArgs,
     /// Stop when the output contains this text (repeatable).
     #[arg(long = "stop")]
     pub stop_strings: Vec<String>,
@@ -49,6 +51,7 @@ pub fn run(registry: &Registry, args: RunArgs) -> Result<()> {
         max_tokens: args.max_tokens,
         stop_strings: args.stop_strings.clone(),
         ignore_eos: args.ignore_eos,
+        constraint: args.constraint.constraint()?,
         ..args.sampling.config(&model.sampling_defaults())
     };
     if args.chat && args.prompt.is_some() {
@@ -78,8 +81,12 @@ pub fn run(registry: &Registry, args: RunArgs) -> Result<()> {
         writeln!(out, "{v}")?;
     } else {
         writeln!(out)?;
+        let masks = match metrics.constraint_duration.as_secs_f64() * 1e3 {
+            0.0 => String::new(),
+            ms => format!(", constraint {:.2} ms/token", ms / metrics.generated_tokens.max(1) as f64),
+        };
         eprintln!(
-            "[{} prompt tokens, {} generated; prefill {:.1} tok/s, decode {:.1} tok/s, ttft {:.0} ms]",
+            "[{} prompt tokens, {} generated; prefill {:.1} tok/s, decode {:.1} tok/s, ttft {:.0} ms{masks}]",
             metrics.prompt_tokens,
             metrics.generated_tokens,
             metrics.prefill_tokens_per_sec,

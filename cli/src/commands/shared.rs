@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use infer_core::{ChatTemplateOrigin, DType, GenerateConfig, LoadConfig, SamplingDefaults, TextModel};
+use infer_core::{ChatTemplateOrigin, Constraint, DType, GenerateConfig, LoadConfig, SamplingDefaults, TextModel};
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
@@ -133,6 +133,38 @@ impl SamplingArgs {
             seed: self.seed,
             ..Default::default()
         }
+    }
+}
+
+/// What the output must match (constrained decoding); at most one.
+#[derive(Args, Debug, Clone, Default)]
+#[group(multiple = false)]
+pub struct ConstraintArgs {
+    /// Constrain the output to JSON that this JSON Schema file accepts (a file holding `{}`
+    /// allows any JSON value).
+    #[arg(long, value_name = "FILE")]
+    pub json_schema: Option<PathBuf>,
+    /// Constrain the output to this Lark grammar file (llguidance's dialect: rule `start`;
+    /// `%json {...}` embeds a JSON Schema).
+    #[arg(long, value_name = "FILE")]
+    pub grammar: Option<PathBuf>,
+    /// Constrain the output to text this regular expression matches whole.
+    #[arg(long, value_name = "REGEX")]
+    pub regex: Option<String>,
+}
+
+impl ConstraintArgs {
+    pub fn constraint(&self) -> Result<Option<Constraint>> {
+        let read = |p: &PathBuf| std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()));
+        if let Some(p) = &self.json_schema {
+            let schema = serde_json::from_str(&read(p)?)
+                .with_context(|| format!("{} is not JSON (a JSON Schema file is)", p.display()))?;
+            return Ok(Some(Constraint::JsonSchema(schema)));
+        }
+        if let Some(p) = &self.grammar {
+            return Ok(Some(Constraint::Lark(read(p)?)));
+        }
+        Ok(self.regex.clone().map(Constraint::Regex))
     }
 }
 

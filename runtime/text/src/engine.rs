@@ -1,11 +1,12 @@
 //! The one generation loop: serves every `CausalLm` (whatever architecture or backend) as a
 //! [`TextModel`] — tokenizing, prefill/decode, sampling, stopping, streaming and metrics.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use abi_stable::std_types::{ROption, RSlice, RSliceMut};
 
+use crate::grammar::{GrammarCompiler, TokenConstraint};
 use crate::jinja_template::JinjaTemplate;
 use crate::sampling::Sampler;
 use infer_sdk::backend::lift;
@@ -39,6 +40,8 @@ pub struct LlmEngine {
     chat_origin: ChatTemplateOrigin,
     sampling: SamplingDefaults,
     metrics: Mutex<GenerateMetrics>,
+    /// Built at the first constrained request (the vocabulary's token trie).
+    grammar: OnceLock<std::result::Result<GrammarCompiler, String>>,
 }
 
 impl LlmEngine {
@@ -66,6 +69,7 @@ impl LlmEngine {
             chat_origin,
             sampling: SamplingDefaults::BUILT_IN,
             metrics: Mutex::new(GenerateMetrics::default()),
+            grammar: OnceLock::new(),
         }
     }
 
@@ -171,6 +175,19 @@ impl LlmEngine {
         let cancel = CancelToken::new();
         let gen = Generation::new(self, ids, cfg.clone(), cancel.clone())?;
         Ok(TokenStream::new(Box::new(gen), cancel))
+    }
+
+    /// The matcher of `cfg`'s constraint, if it has one.
+    fn constraint(&self, cfg: &GenerateConfig) -> Result<Option<TokenConstraint>> {
+        let Some(c) = &cfg.constraint else { return Ok(None) };
+        let compiler = self
+            .grammar
+            .get_or_init(|| {
+                GrammarCompiler::new(self.tokenizer.as_ref(), self.info.vocab_size).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| Error::invalid(e.clone()))?;
+        compiler.compile(c).map(Some)
     }
 
     fn stop_ids(&self, cfg: &GenerateConfig) -> Vec<u32> {
@@ -310,6 +327,7 @@ struct Generation<'a> {
     cfg: GenerateConfig,
     cache: KvCache,
     sampler: Sampler,
+    constraint: Option<TokenConstraint>,
     stop_ids: Vec<u32>,
     history: Vec<u32>,
     prompt_len: usize,
@@ -330,6 +348,7 @@ impl<'a> Generation<'a> {
         Ok(Generation {
             cache: engine.new_cache()?,
             sampler: Sampler::new(&cfg),
+            constraint: engine.constraint(&cfg)?,
             stop_ids: engine.stop_ids(&cfg),
             prompt_len: prompt.len(),
             fed: 0,
@@ -370,7 +389,11 @@ impl<'a> Generation<'a> {
             return Ok(None);
         }
         let mut logits = self.next_logits()?;
-        let id = self.sampler.sample_generated(&mut logits, &self.history, &self.history[self.prompt_len..]);
+        self.sampler.adjust(&mut logits, &self.history, &self.history[self.prompt_len..]);
+        if let Some(c) = &mut self.constraint {
+            c.mask(&mut logits)?;
+        }
+        let id = self.sampler.pick(&logits);
         if self.first_token.is_none() {
             self.first_token = Some(self.started.elapsed());
         }
@@ -387,11 +410,16 @@ impl<'a> Generation<'a> {
         let delta = self.decoder.push(self.engine.tokenizer.as_ref(), id)?;
         self.held.push_str(&delta);
         let (mut emit, stopped) = split_at_stop(&mut self.held, &self.cfg.stop_strings);
+        let matched = match &mut self.constraint {
+            Some(c) => c.accept(id)?,
+            None => false,
+        };
         if stopped {
             self.done = true;
-        } else if self.generated() >= self.cfg.max_tokens {
+        } else if matched || self.generated() >= self.cfg.max_tokens {
             // No token can follow to complete a stop string: release what was held.
             emit.push_str(&std::mem::take(&mut self.held));
+            self.done |= matched;
         }
         Ok(Some(Token { id, text: emit }))
     }
@@ -413,6 +441,7 @@ impl<'a> Generation<'a> {
             time_to_first_token: self.first_token.unwrap_or(prefill),
             prefill_tokens_per_sec: per_sec(self.prompt_len, prefill),
             decode_tokens_per_sec: per_sec(generated.saturating_sub(1), decode),
+            constraint_duration: self.constraint.as_ref().map_or(Duration::ZERO, TokenConstraint::spent),
             ..Default::default()
         };
         self.engine.memory_metrics(&mut m);
@@ -491,6 +520,7 @@ impl BatchGeneration {
         let stop_ids = engine.stop_ids(cfg);
         let mut cache = engine.new_cache()?;
         let mut samplers: Vec<Sampler> = (0..n).map(|_| Sampler::new(cfg)).collect();
+        let mut constraints = (0..n).map(|_| engine.constraint(cfg)).collect::<Result<Vec<_>>>()?;
         let mut histories = encoded.clone();
         let mut outputs: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut finished = vec![false; n];
@@ -507,13 +537,21 @@ impl BatchGeneration {
             step_ids = Vec::with_capacity(n);
             for row in 0..n {
                 let mut last = all[row * vocab..(row + 1) * vocab].to_vec();
-                let id = samplers[row].sample_generated(&mut last, &histories[row], &outputs[row]);
+                samplers[row].adjust(&mut last, &histories[row], &outputs[row]);
+                // A finished row's constraint may allow nothing more: it only pads from here.
+                if let (false, Some(c)) = (finished[row], &mut constraints[row]) {
+                    c.mask(&mut last)?;
+                }
+                let id = samplers[row].pick(&last);
                 if !finished[row] {
                     if stop_ids.contains(&id) {
                         finished[row] = true;
                     } else {
                         outputs[row].push(id);
                         histories[row].push(id);
+                        if let Some(c) = &mut constraints[row] {
+                            finished[row] = c.accept(id)?;
+                        }
                     }
                 }
                 step_ids.push(id);
@@ -544,6 +582,7 @@ impl BatchGeneration {
             decode_duration: total - prefill,
             total_duration: total,
             time_to_first_token: prefill,
+            constraint_duration: constraints.iter().flatten().map(TokenConstraint::spent).sum(),
             ..Default::default()
         };
         m.prefill_tokens_per_sec = per_sec(m.prompt_tokens, prefill);

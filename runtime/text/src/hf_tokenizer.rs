@@ -4,7 +4,7 @@ use std::path::Path;
 
 use crate::conventions::TokenizerConventions;
 use crate::jinja_template::JinjaTemplate;
-use infer_sdk::{ChatTemplate, Tokenizer};
+use infer_sdk::{ChatTemplate, TokenBytes, Tokenizer};
 use infer_sdk::{Error, Result};
 
 /// BOS/EOS facts and the chat template, wherever the vocabulary came from.
@@ -200,6 +200,9 @@ impl Tokenizer for HfTokenizer {
         &self.eos
     }
 
+    fn token_bytes(&self) -> Option<Vec<TokenBytes>> {
+        crate::token_bytes::of_tokenizer(&self.inner)
+    }
     fn chat_template(&self) -> Option<&dyn ChatTemplate> {
         self.template.as_ref().map(|t| t as &dyn ChatTemplate)
     }

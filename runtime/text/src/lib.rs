@@ -7,6 +7,7 @@ pub(crate) mod byte_bpe;
 pub mod conventions;
 pub mod engine;
 pub mod gguf_tokenizer;
+pub mod grammar;
 pub mod hf_tokenizer;
 pub mod jinja_template;
 pub mod piece_table;
@@ -14,6 +15,7 @@ mod py_json;
 pub mod sampling;
 pub mod spm;
 pub mod tekken;
+mod token_bytes;
 
 pub use conventions::TokenizerConventions;
 pub use hf_tokenizer::HfTokenizer;

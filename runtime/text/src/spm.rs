@@ -12,8 +12,8 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use crate::hf_tokenizer::SpecialTokens;
 use crate::piece_table::PieceTable;
 use infer_sdk::ChatTemplate;
-use infer_sdk::Tokenizer;
 use infer_sdk::{Error, Result};
+use infer_sdk::{TokenBytes, Tokenizer};
 
 const SPACE: &str = "\u{2581}";
 
@@ -26,6 +26,8 @@ pub struct SpmModel {
     /// Control / user-defined pieces matched verbatim in input text.
     specials: Option<(AhoCorasick, Vec<u32>)>,
     special_ids: Vec<bool>,
+    /// GGUF piece types by id (see [`SpmModel::new`]).
+    types: Vec<i64>,
     add_space_prefix: bool,
 }
 
@@ -93,7 +95,7 @@ impl SpmModel {
             Some((ac, special.into_iter().map(|(_, id)| id).collect()))
         };
         let pieces = PieceTable::new(&pieces)?;
-        Ok(SpmModel { pieces, scores, byte_ids, byte_of, specials, special_ids, add_space_prefix })
+        Ok(SpmModel { pieces, scores, byte_ids, byte_of, specials, special_ids, types, add_space_prefix })
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -202,6 +204,21 @@ impl SpmModel {
         }
     }
 
+    /// What each id decodes to: control pieces (GGUF type 3) are special; user-defined ones
+    /// (type 4) decode to their own text.
+    pub fn token_bytes(&self) -> Vec<TokenBytes> {
+        (0..self.vocab_size() as u32)
+            .map(|id| match (self.piece(id), self.types.get(id as usize)) {
+                (None, _) | (Some(_), Some(2 | 5)) => TokenBytes::Unused,
+                (Some(p), Some(3)) => TokenBytes::Special(p.to_string()),
+                (Some(p), _) => match self.byte_of.get(&id) {
+                    Some(&b) => TokenBytes::Text(vec![b]),
+                    None => TokenBytes::Text(p.replace(SPACE, " ").into_bytes()),
+                },
+            })
+            .collect()
+    }
+
     pub fn decode(&self, ids: &[u32], skip_special: bool) -> String {
         let mut bytes = Vec::new();
         for &id in ids {
@@ -267,6 +284,9 @@ impl Tokenizer for SpmTokenizer {
     }
     fn eos_ids(&self) -> &[u32] {
         &self.special.eos
+    }
+    fn token_bytes(&self) -> Option<Vec<TokenBytes>> {
+        Some(self.model.token_bytes())
     }
     fn chat_template(&self) -> Option<&dyn ChatTemplate> {
         self.special.template.as_ref().map(|t| t as &dyn ChatTemplate)

@@ -22,8 +22,8 @@ use serde::Deserialize;
 use tiktoken_rs::CoreBPE;
 
 use infer_sdk::ChatTemplate;
-use infer_sdk::Tokenizer;
 use infer_sdk::{Error, Result};
+use infer_sdk::{TokenBytes, Tokenizer};
 
 /// The special tokens mistral-common assumes for files (≤ v7) that do not list their own.
 const LEGACY_SPECIALS: [&str; 20] = [
@@ -304,6 +304,10 @@ impl Tokenizer for Tekken {
         &self.eos
     }
 
+    fn token_bytes(&self) -> Option<Vec<TokenBytes>> {
+        let specials = self.specials.iter().map(|name| TokenBytes::Special(name.clone()));
+        Some(specials.chain(self.token_bytes.iter().map(|b| TokenBytes::Text(b.clone()))).collect())
+    }
     fn chat_template(&self) -> Option<&dyn ChatTemplate> {
         None
     }

@@ -25,6 +25,22 @@ pub trait Tokenizer: Send + Sync {
     /// Ids that end a turn (eos, end-of-turn markers).
     fn eos_ids(&self) -> &[u32];
     fn chat_template(&self) -> Option<&dyn ChatTemplate>;
+    /// What each id stands for as bytes, indexed by id (what constrained decoding matches ids
+    /// against); `None` when this vocabulary cannot say.
+    fn token_bytes(&self) -> Option<Vec<TokenBytes>> {
+        None
+    }
+}
+
+/// One id of a vocabulary, as the text it decodes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenBytes {
+    /// A regular token: these bytes of UTF-8 text (a fragment of a character for byte tokens).
+    Text(Vec<u8>),
+    /// A special (control) token with this name: it never matches text.
+    Special(String),
+    /// An id that never stands for anything (unknown, unused, padding).
+    Unused,
 }
 
 /// Turns a growing id sequence into text increments without splitting multi-byte characters

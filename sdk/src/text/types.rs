@@ -71,6 +71,23 @@ pub struct GenerateConfig {
     pub logprobs: Option<usize>,
     /// Keep the last-position logits of each step in the stream's tokens (for tests and tools).
     pub return_logits: bool,
+    /// What the output must match (constrained decoding): before each draw, every id that
+    /// cannot continue a match is masked, so the output always matches once it ends.
+    pub constraint: Option<Constraint>,
+}
+
+/// A language the generated text must belong to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Constraint {
+    /// A JSON value this JSON Schema accepts (`{}`: any JSON value; `{"type": "object"}`: any
+    /// object).
+    JsonSchema(serde_json::Value),
+    /// Text that this regular expression matches whole.
+    Regex(String),
+    /// A context-free grammar in Lark syntax (llguidance's dialect: `start` is the top rule,
+    /// `%json {...}` embeds a JSON Schema, `<|name|>` matches a special token).
+    Lark(String),
 }
 
 impl Default for GenerateConfig {
@@ -91,6 +108,7 @@ impl Default for GenerateConfig {
             seed: None,
             logprobs: None,
             return_logits: false,
+            constraint: None,
         }
     }
 }
@@ -162,6 +180,10 @@ pub struct GenerateMetrics {
     pub decode_tokens_per_sec: f64,
     pub peak_memory_bytes: u64,
     pub active_memory_bytes: u64,
+    /// Time spent computing the constraint's token masks and advancing it (part of the
+    /// prefill and decode durations; zero when the output was not constrained).
+    #[serde(with = "duration_secs", default)]
+    pub constraint_duration: Duration,
 }
 
 mod duration_secs {

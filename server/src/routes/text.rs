@@ -12,11 +12,12 @@ use axum::Json;
 use infer_core::{GenerateConfig, TextModel};
 
 use crate::batching::{Fault, JobEvent, TextService};
-use crate::chat_tools::ReplyFormat;
+use crate::chat_tools::{ReplyFormat, ToolRequest};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::openai::{ChatRequest, CompletionRequest, Prompt, RequestLimits, Sampling};
 use crate::state::AppState;
+use crate::structured_output::chat_constraint;
 use reply::{Choice, Kind, Reply};
 
 /// The generation settings of a request to `text` ([`Sampling::generate_config`] with the
@@ -38,13 +39,14 @@ pub async fn chat_completions(
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     let (name, text) = state.text(req.model.as_deref(), "/v1/chat/completions")?;
-    req.check_supported()?;
+    let answer = req.answer_constraint()?;
     let logprobs = req.logprobs()?;
-    let cfg = generate_config(&req.sampling, &state, text, logprobs)?;
+    let mut cfg = generate_config(&req.sampling, &state, text, logprobs)?;
     let n = req.sampling.choices()?;
     let usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let name = name.to_string();
-    let RenderedChat { ids: prompt, format, .. } = render_chat(text, &req, &name).await?;
+    let RenderedChat { ids: prompt, format, tools, .. } = render_chat(text, &req, &name).await?;
+    cfg.constraint = chat_constraint(answer, tools.as_ref(), &format)?;
     let reply = Reply::new(Kind::Chat(format), &name, usage, logprobs.is_some(), text.model.clone());
     let fault = Fault::from_user(req.sampling.user.as_deref());
     generate(text, Prepared { prompt, cfg, n, arrived, fault }, reply, req.stream).await
@@ -57,7 +59,6 @@ pub async fn apply_template(
     ApiJson(req): ApiJson<ChatRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let (name, text) = state.text(req.model.as_deref(), "/apply-template")?;
-    req.check_supported()?;
     let name = name.to_string();
     let RenderedChat { text: prompt, format, .. } = render_chat(text, &req, &name).await?;
     let prompt = prompt + format.opener.as_deref().unwrap_or("");
@@ -70,6 +71,8 @@ struct RenderedChat {
     /// The prompt ids, with a required call's opener.
     ids: Vec<u32>,
     format: ReplyFormat,
+    /// The tools the model may call.
+    tools: Option<ToolRequest>,
 }
 
 async fn render_chat(text: &TextService, req: &ChatRequest, name: &str) -> Result<RenderedChat, ApiError> {
@@ -92,7 +95,7 @@ async fn render_chat(text: &TextService, req: &ChatRequest, name: &str) -> Resul
         if let Some(opener) = &format.opener {
             ids.extend(model.tokenizer().encode(opener, false).map_err(|e| ApiError::from_core(&e))?);
         }
-        Ok(RenderedChat { text: rendered.text, ids, format })
+        Ok(RenderedChat { text: rendered.text, ids, format, tools })
     })
     .await
 }
@@ -105,7 +108,10 @@ pub async fn completions(
     let (name, text) = state.text(req.model.as_deref(), "/v1/completions")?;
     req.check_supported()?;
     let logprobs = req.logprobs()?;
-    let cfg = generate_config(&req.sampling, &state, text, logprobs)?;
+    let cfg = GenerateConfig {
+        constraint: req.output.constraint(None)?,
+        ..generate_config(&req.sampling, &state, text, logprobs)?
+    };
     let n = req.sampling.choices()?;
     let one = "only one prompt per request is supported: send one request per prompt";
     let fault = Fault::from_user(req.sampling.user.as_deref());

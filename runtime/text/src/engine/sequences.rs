@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use crate::grammar::TokenConstraint;
 use crate::sampling::{token_logprobs, Sampler};
 use infer_sdk::text::kv_cache::KvCache;
 use infer_sdk::text::sequence_batch::{FinishReason, SeqEvent, SeqId, SequenceBatch};
@@ -23,6 +24,7 @@ struct Sequence {
     cfg: GenerateConfig,
     cache: KvCache,
     sampler: Sampler,
+    constraint: Option<TokenConstraint>,
     stop_ids: Vec<u32>,
     history: Vec<u32>,
     prompt_len: usize,
@@ -72,6 +74,9 @@ impl Sequence {
     fn advance(&mut self, engine: &LlmEngine, mut logits: Vec<f32>, max_positions: usize) -> Result<Vec<SeqEvent>> {
         // The sampler runs on replayed steps too, so a seeded one draws what it drew before.
         self.sampler.adjust(&mut logits, &self.history, &self.history[self.prompt_len..]);
+        if let Some(c) = &mut self.constraint {
+            c.mask(&mut logits)?;
+        }
         let sampled = self.sampler.pick(&logits);
         let replayed = self.replay.pop_front();
         let id = replayed.unwrap_or(sampled);
@@ -79,6 +84,11 @@ impl Sequence {
             return Ok(vec![self.finished(FinishReason::Stop)]);
         }
         self.history.push(id);
+        // Replayed ids advance the matcher too: it must stand where the old batch left it.
+        let matched = match &mut self.constraint {
+            Some(c) => c.accept(id)?,
+            None => false,
+        };
         let delta = self.decoder.push(engine.tokenizer.as_ref(), id)?;
         self.held.push_str(&delta);
         let (emit, stopped) = split_at_stop(&mut self.held, &self.cfg.stop_strings);
@@ -87,17 +97,19 @@ impl Sequence {
             return Ok(Vec::new());
         }
         let generated = self.history.len() - self.prompt_len;
-        let ending = if stopped {
+        let ending = if stopped || matched {
             Some(FinishReason::Stop)
         } else if generated >= self.cfg.max_tokens || self.history.len() >= max_positions {
             Some(FinishReason::Length)
         } else {
             None
         };
-        // A length stop releases the text held back for a stop string that never completed.
-        let text = match ending {
-            Some(FinishReason::Length) => emit + &std::mem::take(&mut self.held),
-            _ => emit,
+        // A length stop, or a complete match, releases the text held back for a stop string
+        // that never completed.
+        let text = if matched && !stopped || ending == Some(FinishReason::Length) {
+            emit + &std::mem::take(&mut self.held)
+        } else {
+            emit
         };
         let logprobs = self.cfg.logprobs.map(|n| token_logprobs(&logits, id, n));
         let mut events = vec![SeqEvent::Token { seq: self.id, token: Token { id, text }, logprobs }];
@@ -133,11 +145,13 @@ impl SequenceBatch for EngineBatch<'_> {
             )));
         }
         let id = self.next_id;
+        let constraint = self.engine.constraint(cfg)?;
         self.next_id += 1;
         self.seqs.push(Sequence {
             id,
             cache: self.engine.new_cache()?,
             sampler: Sampler::new(cfg),
+            constraint,
             stop_ids: self.engine.stop_ids(cfg),
             prompt_len: prompt.len(),
             history: prompt,
