@@ -357,6 +357,11 @@ mod tests {
         assert_eq!(t.decode(&[1, hello, 4, world], false).unwrap(), "<s>hello[/INST] world");
         assert_eq!(t.token_to_id("hello"), Some(hello));
         assert_eq!(t.id_to_token(world).as_deref(), Some(" world"));
+        let bytes = t.token_bytes().unwrap();
+        assert_eq!(bytes.len(), t.vocab_size());
+        assert_eq!(bytes[1], TokenBytes::Special("<s>".into()));
+        assert_eq!(bytes[world as usize], TokenBytes::Text(b" world".to_vec()));
+        assert_eq!(bytes[30 + 0x41], TokenBytes::Text(b"A".to_vec()));
     }
 
     #[test]
