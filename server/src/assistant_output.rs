@@ -147,7 +147,10 @@ impl AssistantOutput {
                 None => push_piece(&mut out, Piece::Content(format!("{CALL_OPEN}{rest}"))),
             },
             State::JsonReply => match self.parse_json_reply(&rest) {
-                Some(calls) => calls.into_iter().for_each(|c| self.emit_call(&mut out, c)),
+                Some((calls, cut)) => {
+                    calls.into_iter().for_each(|c| self.emit_call(&mut out, c));
+                    push_piece(&mut out, Piece::Content(cut.to_string()));
+                }
                 None => push_piece(&mut out, Piece::Content(rest)),
             },
             State::Start | State::AfterReasoning | State::Content => push_piece(&mut out, Piece::Content(rest)),
@@ -255,8 +258,9 @@ impl AssistantOutput {
 
     /// A reply of bare JSON calls: one, or several joined by `;`, new lines, Hermes tags (a
     /// model may close the call it was made to start with `</tool_call>`, and open another) or
-    /// in JSON code fences.
-    fn parse_json_reply(&self, text: &str) -> Option<Vec<Piece>> {
+    /// in JSON code fences. A reply cut off inside a call after complete ones (it reached
+    /// its token budget) keeps those; the cut text is returned beside them.
+    fn parse_json_reply<'t>(&self, text: &'t str) -> Option<(Vec<Piece>, &'t str)> {
         let mut calls = Vec::new();
         let mut rest = text;
         loop {
@@ -270,10 +274,14 @@ impl AssistantOutput {
                 break;
             }
             let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
-            calls.push(self.call_of(&values.next()?.ok()?)?);
+            match values.next()? {
+                Ok(v) => calls.push(self.call_of(&v)?),
+                Err(e) if e.is_eof() && !calls.is_empty() => return Some((calls, rest)),
+                Err(_) => return None,
+            }
             rest = &rest[values.byte_offset()..];
         }
-        (!calls.is_empty()).then_some(calls)
+        (!calls.is_empty()).then_some((calls, ""))
     }
 }
 
@@ -464,6 +472,16 @@ mod tests {
         let opener = ToolSyntax::LlamaJson.call_opener(None);
         let p = AssistantOutput::forced(ToolSyntax::LlamaJson, names(), &opener);
         assert_eq!(whole(p, "f\", \"parameters\": {}}"), [call("f", "{}")]);
+    }
+
+    #[test]
+    fn a_reply_cut_inside_a_later_call_keeps_the_complete_ones() {
+        let opener = ToolSyntax::Hermes.call_opener(None);
+        let p = AssistantOutput::forced(ToolSyntax::Hermes, names(), &opener);
+        let rest = "a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"argu";
+        let got = whole(p, rest);
+        assert_eq!(got[0], call("a", "{}"));
+        assert_eq!(got[1..], [Piece::Content("{\"name\": \"get_weather\", \"argu".into())]);
     }
 
     #[test]

@@ -113,3 +113,41 @@ pub fn sse_events(body: &str) -> Vec<serde_json::Value> {
     assert_eq!(data.last(), Some(&"[DONE]"), "{body}");
     data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect()
 }
+
+/// A server of the models a `server.toml` lists, killed when dropped.
+pub struct Served {
+    pub child: Child,
+    pub addr: String,
+    pub log: Arc<Mutex<String>>,
+}
+
+impl Served {
+    /// `exe serve --config CONFIG`, waiting up to `within` for it to listen.
+    pub fn start(exe: &str, config: &std::path::Path, within: Duration) -> Served {
+        let Started { child, addr, log } = start_serve(exe, &["--config", config.to_str().unwrap()], &[], within);
+        Served { child, addr, log }
+    }
+
+    /// POSTs `body` to `path` and returns the JSON answer, which must have status `want`.
+    pub fn json(&self, path: &str, body: &serde_json::Value, want: u16) -> serde_json::Value {
+        let (status, text) = http(&self.addr, "POST", path, body);
+        assert_eq!(status, want, "{body}\n-> {text}\nserver log:\n{}", self.log());
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `server.toml` serving each (name, path) pair.
+pub fn models_toml(models: &[(&str, &std::path::Path)]) -> String {
+    models.iter().map(|(name, path)| format!("[[models]]\nname = \"{name}\"\npath = {path:?}\n")).collect()
+}

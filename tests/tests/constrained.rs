@@ -199,7 +199,10 @@ fn constrained_sequences_draw_the_same_alone_and_batched() {
         // Greedy: the batched forward's logits may differ from the solo one's in the last bits,
         // which a draw at temperature 1 could feel; the masks must be the same either way.
         let cfgs: Vec<GenerateConfig> = (0..2)
-            .map(|seed| GenerateConfig { temperature: 0.0, ..sampled(seed, 200, Constraint::JsonSchema(person_schema())) })
+            .map(|seed| GenerateConfig {
+                temperature: 0.0,
+                ..sampled(seed, 200, Constraint::JsonSchema(person_schema()))
+            })
             .collect();
         let alone: Vec<Vec<u32>> = prompts.iter().zip(&cfgs).map(|(p, c)| run(model.as_ref(), p, c).0).collect();
         // The same requests beside unconstrained neighbours, joining at different steps.

@@ -15,9 +15,10 @@ use serde_json::{json, Value};
 use infer_sdk::text::types::Constraint;
 use infer_sdk::{Error, Result, TokenBytes, Tokenizer};
 
-/// Whitespace the JSON grammars allow between two tokens: enough for indented output, and
-/// bounded, so a model cannot fill its budget with blank lines inside a value.
-const JSON_WHITESPACE: &str = r"[\x20\x0A\x0D\x09]{0,64}";
+/// Whitespace the JSON grammars allow between two tokens: one space, or a line break (two at
+/// most) and an indent, as pretty-printed JSON has (llama.cpp's JSON grammars allow the same).
+/// Free whitespace would let a sampled small model fill its budget with blank lines.
+const JSON_WHITESPACE: &str = r"(\x20|\x0A{1,2}[\x20\x09]{0,20})?";
 
 /// Compiles constraints for one vocabulary (built once per model: the token trie and the
 /// mask slicer it holds take a while for a large vocabulary).
