@@ -9,12 +9,12 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use infer_core::audio_io::read_audio;
 use infer_tests::cli::{stderr, Infer};
-use infer_tests::serve::start_serve;
+use infer_tests::serve::{client_python, start_serve};
 use infer_tests::{fixture, models_dir, repo_root};
 use serde_json::Value;
 
@@ -34,16 +34,6 @@ fn model_file(name: &str) -> PathBuf {
     p
 }
 
-/// The python of the pinned `openai` venv (made once per test run).
-fn python() -> &'static str {
-    static PY: OnceLock<String> = OnceLock::new();
-    PY.get_or_init(|| {
-        let o = Command::new(repo_root().join("tools/serve/setup_openai_venv.sh")).output().expect("run setup script");
-        assert!(o.status.success(), "setup_openai_venv.sh failed: {}", stderr(&o));
-        String::from_utf8(o.stdout).unwrap().trim().to_string()
-    })
-}
-
 /// A running `infer serve`; killed on drop (tests that stop it with SIGTERM wait for it to exit).
 struct Server {
     child: Child,
@@ -58,7 +48,7 @@ impl Server {
     }
 
     fn client(&self, key: &str, case: &str, args: &[&str]) -> Value {
-        let o = Command::new(python())
+        let o = Command::new(client_python())
             .arg(repo_root().join("cli/tests/serve_client.py"))
             .args([&self.base, key, case])
             .args(args)

@@ -17,11 +17,11 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use infer_tests::cli::stderr;
-use infer_tests::serve::start_serve;
+use infer_tests::serve::{client_python, start_serve};
 use infer_tests::{models_dir, repo_root};
 use serde_json::{json, Value};
 
@@ -31,16 +31,6 @@ fn model_file(name: &str) -> PathBuf {
     let p = models_dir().join(name);
     assert!(p.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", p.display());
     p
-}
-
-/// The python of the pinned `openai` venv (made once per test run).
-fn python() -> &'static str {
-    static PY: OnceLock<String> = OnceLock::new();
-    PY.get_or_init(|| {
-        let o = Command::new(repo_root().join("tools/serve/setup_openai_venv.sh")).output().expect("run setup script");
-        assert!(o.status.success(), "setup_openai_venv.sh failed: {}", stderr(&o));
-        String::from_utf8(o.stdout).unwrap().trim().to_string()
-    })
 }
 
 /// `infer serve` of Qwen as `qwen`; killed on drop.
@@ -64,7 +54,7 @@ impl Server {
 
     /// What serve_agents.py printed for `case`.
     fn client(&self, case: &str) -> Value {
-        let o = Command::new(python())
+        let o = Command::new(client_python())
             .arg(repo_root().join("cli/tests/serve_agents.py"))
             .args([&self.base, "qwen", case])
             .output()

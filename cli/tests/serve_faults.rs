@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use infer_core::audio::Audio;
 use infer_core::audio_io::{encode_audio, AudioFormat};
 use infer_tests::cli::stderr;
-use infer_tests::serve::start_serve;
+use infer_tests::serve::{client_python, start_serve};
 use infer_tests::{fixture, models_dir, repo_root};
 use serde_json::Value;
 
@@ -56,13 +56,6 @@ impl Drop for Server {
     }
 }
 
-/// The python of the pinned `openai` venv (its httpx drives the mix).
-fn python() -> String {
-    let o = Command::new(repo_root().join("tools/serve/setup_openai_venv.sh")).output().expect("run setup script");
-    assert!(o.status.success(), "setup_openai_venv.sh failed: {}", stderr(&o));
-    String::from_utf8(o.stdout).unwrap().trim().to_string()
-}
-
 /// Ten minutes of 16 kHz silence as FLAC: a few kilobytes that decode to 38 MB of f32, twenty
 /// times the server's `max_audio_seconds` here.
 fn audio_bomb(dir: &std::path::Path) -> PathBuf {
@@ -96,7 +89,7 @@ fn faults_and_load_lose_no_request() {
     let mut server = Server::start(&config);
     let seconds = std::env::var("INFER_FAULT_SECONDS").unwrap_or_else(|_| MIX_SECONDS.into());
     let started = Instant::now();
-    let o = Command::new(python())
+    let o = Command::new(client_python())
         .arg(repo_root().join("cli/tests/serve_faults.py"))
         .args([&server.base, &server.child.id().to_string(), "gemma", "asr"])
         .arg(&bomb)

@@ -10,43 +10,23 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::Duration;
 
 use infer_tests::cli::stderr;
-use infer_tests::serve::{http, models_toml, sse_events, Served};
-use infer_tests::{models_dir, repo_root};
+use infer_tests::repo_root;
+use infer_tests::serve::{client_python, http, serve_real_models, sse_events, Served};
 use serde_json::{json, Value};
 
 const QWEN: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
 
 fn start(dir: &std::path::Path) -> Served {
-    let model = |f: &str| {
-        let p = models_dir().join(f);
-        assert!(p.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", p.display());
-        p
-    };
-    let config = dir.join("server.toml");
-    let (qwen, gemma) = (model(QWEN), model(GEMMA));
-    std::fs::write(&config, models_toml(&[("qwen", &qwen), ("gemma", &gemma)])).unwrap();
-    Served::start(env!("CARGO_BIN_EXE_infer"), &config, Duration::from_secs(180))
-}
-
-/// The python of the pinned venv (made once per test run).
-fn python() -> &'static str {
-    static PY: OnceLock<String> = OnceLock::new();
-    PY.get_or_init(|| {
-        let o = Command::new(repo_root().join("tools/serve/setup_openai_venv.sh")).output().expect("run setup script");
-        assert!(o.status.success(), "setup_openai_venv.sh failed: {}", stderr(&o));
-        String::from_utf8(o.stdout).unwrap().trim().to_string()
-    })
+    serve_real_models(env!("CARGO_BIN_EXE_infer"), dir, &[("qwen", QWEN), ("gemma", GEMMA)])
 }
 
 /// Runs cli/tests/validate_json.py over `cases` ({"text", "schema" | "regex"}): every case
 /// must pass.
 fn validate(cases: &[Value]) {
-    let mut child = Command::new(python())
+    let mut child = Command::new(client_python())
         .arg(repo_root().join("cli/tests/validate_json.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

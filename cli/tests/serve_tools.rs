@@ -11,66 +11,17 @@
 //! - a template that leaves tools out, and malformed tool requests, get one clear 400.
 
 use std::path::Path;
-use std::process::Child;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use infer_tests::serve::{http, sse_events, start_serve};
-use infer_tests::{fixture, models_dir};
+use infer_tests::fixture;
+use infer_tests::serve::{http, serve_real_models, sse_events, Served};
 use serde_json::{json, Value};
 
 const QWEN: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
 
-struct Server {
-    child: Child,
-    addr: String,
-    log: Arc<Mutex<String>>,
-}
-
-impl Server {
-    /// Qwen as `qwen`, Gemma as `gemma`.
-    fn start(dir: &Path) -> Server {
-        let model = |f: &str| {
-            let p = models_dir().join(f);
-            assert!(p.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", p.display());
-            p
-        };
-        let config = dir.join("server.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[[models]]\nname = \"qwen\"\npath = {:?}\n[[models]]\nname = \"gemma\"\npath = {:?}\n",
-                model(QWEN),
-                model(GEMMA)
-            ),
-        )
-        .unwrap();
-        let started = start_serve(
-            env!("CARGO_BIN_EXE_infer"),
-            &["--config", config.to_str().unwrap()],
-            &[],
-            Duration::from_secs(180),
-        );
-        Server { child: started.child, addr: started.addr, log: started.log }
-    }
-
-    fn post(&self, path: &str, body: &Value) -> (u16, String) {
-        http(&self.addr, "POST", path, body)
-    }
-
-    fn json(&self, path: &str, body: &Value, want: u16) -> Value {
-        let (status, text) = self.post(path, body);
-        assert_eq!(status, want, "{text}\nserver log:\n{}", self.log.lock().unwrap());
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Qwen as `qwen`, Gemma as `gemma`.
+fn start(dir: &Path) -> Served {
+    serve_real_models(env!("CARGO_BIN_EXE_infer"), dir, &[("qwen", QWEN), ("gemma", GEMMA)])
 }
 
 fn weather_tool() -> Value {
@@ -120,7 +71,7 @@ fn tool_conversations_render_as_transformers_renders_them() {
         serde_json::from_str(&std::fs::read_to_string(fixture("chat/qwen2.5-coder-tools.json")).unwrap()).unwrap();
     assert_eq!(golden["model"], QWEN);
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path());
+    let server = start(dir.path());
     let cases = golden["cases"].as_array().unwrap();
     assert!(cases.len() >= 5);
     for case in cases {
@@ -161,7 +112,7 @@ fn tool_conversations_render_as_transformers_renders_them() {
 #[test]
 fn the_models_calls_come_back_as_tool_calls_streamed_or_not() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path());
+    let server = start(dir.path());
     let question = "What is the weather in Paris?";
     let whole = server.json("/v1/chat/completions", &ask(question, json!({})), 200);
     let choice = &whole["choices"][0];
@@ -174,7 +125,7 @@ fn the_models_calls_come_back_as_tool_calls_streamed_or_not() {
     assert_eq!(got[0].1["city"], "Paris", "{whole}");
 
     // Streamed: a role chunk, then each call's header (index, id, type, name) and its arguments.
-    let (status, body) = server.post("/v1/chat/completions", &ask(question, json!({"stream": true})));
+    let (status, body) = http(&server.addr, "POST", "/v1/chat/completions", &ask(question, json!({"stream": true})));
     assert_eq!(status, 200, "{body}");
     let chunks = sse_events(&body);
     let mut assembled: Vec<Value> = Vec::new();
@@ -221,7 +172,7 @@ fn the_models_calls_come_back_as_tool_calls_streamed_or_not() {
 #[test]
 fn tool_choice_makes_the_model_call_and_parallel_calls_can_be_limited() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path());
+    let server = start(dir.path());
     // A greeting would get a greeting; a named function or "required" gets a call.
     let plain = server.json("/v1/chat/completions", &ask("Say hello to me.", json!({})), 200);
     eprintln!("no call asked for: {}", plain["choices"][0]["message"]);

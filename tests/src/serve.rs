@@ -151,3 +151,31 @@ impl Drop for Served {
 pub fn models_toml(models: &[(&str, &std::path::Path)]) -> String {
     models.iter().map(|(name, path)| format!("[[models]]\nname = \"{name}\"\npath = {path:?}\n")).collect()
 }
+
+/// The python of the pinned client venv (tools/serve/setup_openai_venv.sh: `openai`,
+/// `openai-agents`, `jsonschema`), made once per test binary.
+pub fn client_python() -> &'static str {
+    static PY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PY.get_or_init(|| {
+        let o = Command::new(repo_root().join("tools/serve/setup_openai_venv.sh")).output().expect("run setup script");
+        assert!(o.status.success(), "setup_openai_venv.sh failed: {}", crate::cli::stderr(&o));
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    })
+}
+
+/// `exe serve` of the real models named (name in requests, file in the model cache), its
+/// config written in `dir`.
+pub fn serve_real_models(exe: &str, dir: &std::path::Path, models: &[(&str, &str)]) -> Served {
+    let paths: Vec<(&str, std::path::PathBuf)> = models
+        .iter()
+        .map(|(name, file)| {
+            let p = crate::models_dir().join(file);
+            assert!(p.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", p.display());
+            (*name, p)
+        })
+        .collect();
+    let listed: Vec<(&str, &std::path::Path)> = paths.iter().map(|(n, p)| (*n, p.as_path())).collect();
+    let config = dir.join("server.toml");
+    std::fs::write(&config, models_toml(&listed)).unwrap();
+    Served::start(exe, &config, Duration::from_secs(180))
+}
