@@ -474,3 +474,48 @@ fn real_gemma_peak_memory_is_file_size_plus_200_mb() {
         );
     }
 }
+
+/// `--json-schema`, `--regex` and `--grammar` constrain `run` on the real Qwen2.5-Coder GGUF
+/// (sampled, so the constraint and not greedy luck makes the output match); a bad constraint
+/// file, or two at once, is one clear error.
+#[test]
+fn run_constrains_its_output_to_a_schema_a_regex_or_a_grammar() {
+    let gguf = infer_tests::models_dir().join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    assert!(gguf.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", gguf.display());
+    let m = gguf.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("point.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+            "required": ["x", "y"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    let grammar = dir.path().join("answer.lark");
+    std::fs::write(&grammar, "start: (\"yes\" | \"no\") \", because \" /[a-z ]{1,30}/ \".\"\n").unwrap();
+    let text = |extra: &[&str]| {
+        let mut args =
+            vec!["run", "-m", m, "--chat", "--temperature", "1", "--seed", "5", "--max-tokens", "60", "--json"];
+        args.extend_from_slice(extra);
+        let o = infer(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        v["text"].as_str().unwrap().to_string()
+    };
+    let point: serde_json::Value =
+        serde_json::from_str(&text(&["-p", "A point in the plane.", "--json-schema", schema.to_str().unwrap()]))
+            .unwrap();
+    assert!(point["x"].is_i64() && point["y"].is_i64() && point.as_object().unwrap().len() == 2, "{point}");
+    let date = text(&["-p", "A date.", "--regex", "20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]"]);
+    assert!(date.len() == 10 && date.starts_with("20") && date.as_bytes()[4] == b'-', "{date:?}");
+    let answer = text(&["-p", "Is water wet?", "--grammar", grammar.to_str().unwrap()]);
+    assert!(
+        (answer.starts_with("yes, because ") || answer.starts_with("no, because ")) && answer.ends_with('.'),
+        "{answer:?}"
+    );
+    let not_json = dir.path().join("bad.json");
+    std::fs::write(&not_json, "{").unwrap();
+    assert_clean_error(&["run", "-m", m, "-p", "hi", "--json-schema", not_json.to_str().unwrap()], &["is not JSON"]);
+    assert_clean_error(&["run", "-m", m, "-p", "hi", "--regex", "(["], &["regular expression does not compile"]);
+    assert_clean_error(&["run", "-m", m, "-p", "hi", "--regex", "a", "--grammar", "g.lark"], &["cannot be used with"]);
+}
