@@ -69,7 +69,7 @@ impl GrammarCompiler {
         };
         let matcher = guarded(|| Ok(Matcher::new(self.factory.create_parser(grammar))))?;
         if let Some(e) = matcher.get_error() {
-            return Err(Error::invalid(format!("the {} does not compile: {e}", kind(constraint))));
+            return Err(Error::invalid(format!("the {} does not compile: {}", kind(constraint), one_line(&e))));
         }
         Ok(TokenConstraint { matcher, spent: Duration::ZERO })
     }
@@ -163,7 +163,13 @@ fn with_bounded_whitespace(schema: &Value) -> Result<Value> {
 }
 
 fn grammar_error(e: anyhow::Error) -> Error {
-    Error::invalid(format!("constrained decoding: {e}"))
+    Error::invalid(format!("constrained decoding: {}", one_line(&e.to_string())))
+}
+
+/// The library's multi-line messages (a regex error draws a caret under the pattern) as one
+/// line, for CLI errors and API error objects.
+fn one_line(message: &str) -> String {
+    message.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 /// Runs llguidance code that may panic on input it did not expect (a vocabulary, a grammar):
