@@ -480,8 +480,7 @@ fn real_gemma_peak_memory_is_file_size_plus_200_mb() {
 /// file, or two at once, is one clear error.
 #[test]
 fn run_constrains_its_output_to_a_schema_a_regex_or_a_grammar() {
-    let gguf = infer_tests::models_dir().join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
-    assert!(gguf.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", gguf.display());
+    let gguf = infer_tests::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
     let m = gguf.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let schema = dir.path().join("point.json");

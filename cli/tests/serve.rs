@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use infer_core::audio_io::read_audio;
 use infer_tests::cli::{stderr, Infer};
 use infer_tests::serve::{client_python, start_serve};
-use infer_tests::{fixture, models_dir, repo_root};
+use infer_tests::{fixture, real_model, repo_root};
 use serde_json::Value;
 
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
@@ -26,12 +26,6 @@ const CANCELLED: &str = "infer_cancelled_requests_total{";
 
 fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_infer")
-}
-
-fn model_file(name: &str) -> PathBuf {
-    let p = models_dir().join(name);
-    assert!(p.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", p.display());
-    p
 }
 
 /// A running `infer serve`; killed on drop (tests that stop it with SIGTERM wait for it to exit).
@@ -92,8 +86,8 @@ fn config(dir: &Path) -> PathBuf {
          [[models]]\nname = \"gemma\"\npath = {:?}\n\
          [[models]]\nname = \"qwen\"\npath = {:?}\n\
          [[models]]\nname = \"tts\"\npath = {:?}\n",
-        model_file(GEMMA),
-        model_file(QWEN),
+        real_model(GEMMA),
+        real_model(QWEN),
         fixture("qwen3-tts/small"),
     );
     std::fs::write(&path, toml).unwrap();
@@ -103,7 +97,7 @@ fn config(dir: &Path) -> PathBuf {
 /// `infer run` greedy text: the reference for the server's answers.
 fn run_text(model: &str, prompt: &str, max_tokens: usize, chat: bool) -> String {
     let n = max_tokens.to_string();
-    let path = model_file(model);
+    let path = real_model(model);
     let mut args = vec!["run", "--model", path.to_str().unwrap(), "-p", prompt, "--max-tokens", &n, "--json"];
     // The server's requests here are greedy; `infer run` samples unless told otherwise.
     args.extend(["--temperature", "0"]);
@@ -187,7 +181,7 @@ fn openai_client_chat_completions_speech_and_errors() {
 
 #[test]
 fn api_key_is_required_when_set() {
-    let model = model_file(GEMMA);
+    let model = real_model(GEMMA);
     let server = Server::start(&["--model", model.to_str().unwrap(), "--api-key", KEY]);
     let auth = server.client(KEY, "auth", &[]);
     assert_eq!(auth["wrong"]["status"], 401, "{auth}");
@@ -233,7 +227,7 @@ fn idle_metrics(server: &Server) -> String {
 /// the server exits cleanly afterwards.
 #[test]
 fn sigterm_drains_in_flight_requests() {
-    let model = model_file(GEMMA);
+    let model = real_model(GEMMA);
     let mut server = Server::start(&["--model", model.to_str().unwrap()]);
     let prompt = "A short story about a lighthouse keeper:";
     let pid = server.child.id().to_string();
@@ -360,7 +354,7 @@ fn dropped_streams(load: &Value) -> usize {
 fn load_concurrent_streams_with_cancellations() {
     const N: usize = 64;
     const MAX_TOKENS: &str = "12";
-    let model = model_file(GEMMA);
+    let model = real_model(GEMMA);
     let server = Server::start(&["--model", model.to_str().unwrap(), "--parallel", "8", "--queue", "64"]);
     let name = "gemma-3-270m-q4_k_m";
     // A warm-up round of the same load fills the allocator's pools and per-thread arenas (a
@@ -466,7 +460,7 @@ fn evaluate(ws: &mut tungstenite::WebSocket<std::net::TcpStream>, id: u64, expr:
 /// shows the streamed reply, which equals `infer run --chat` greedy.
 #[test]
 fn web_page_streams_a_chat_reply_in_headless_chromium() {
-    let model = model_file(QWEN);
+    let model = real_model(QWEN);
     let server = Server::start(&["--model", model.to_str().unwrap()]);
     let prompt = "Write a C function that adds two integers.";
     let root = server.base.trim_end_matches("/v1");
@@ -543,7 +537,7 @@ fn quant_reaches_served_speech_models_and_text_models_refuse_it() {
         "--port",
         "0",
         "--model",
-        model_file(GEMMA).to_str().unwrap(),
+        real_model(GEMMA).to_str().unwrap(),
         "--quant",
         "q8_0",
     ]);

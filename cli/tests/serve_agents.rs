@@ -15,23 +15,16 @@
 //! - structured output through `client.chat.completions.parse(response_format=PydanticModel)`
 //!   (`response_format` `json_schema`, enforced by constrained decoding): the parsed object.
 
-use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use infer_tests::cli::stderr;
 use infer_tests::serve::{client_python, start_serve};
-use infer_tests::{models_dir, repo_root};
+use infer_tests::{real_model, repo_root};
 use serde_json::{json, Value};
 
 const QWEN: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
-
-fn model_file(name: &str) -> PathBuf {
-    let p = models_dir().join(name);
-    assert!(p.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", p.display());
-    p
-}
 
 /// `infer serve` of Qwen as `qwen`; killed on drop.
 struct Server {
@@ -42,7 +35,7 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let model = model_file(QWEN);
+        let model = real_model(QWEN);
         let started = start_serve(
             env!("CARGO_BIN_EXE_infer"),
             &["--model", model.to_str().unwrap(), "--alias", "qwen"],

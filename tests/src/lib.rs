@@ -42,6 +42,13 @@ pub fn models_dir() -> PathBuf {
     }
 }
 
+/// The real model `file` in [`models_dir`]; a missing one fails the test with how to fetch it.
+pub fn real_model(file: &str) -> PathBuf {
+    let p = models_dir().join(file);
+    assert!(p.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", p.display());
+    p
+}
+
 /// Every LLM parity fixture (tools/fixtures/make_qwen3.py, make_llm_family.py).
 pub const LLM_FIXTURES: [&str; 10] = [
     "qwen3/gqa",

@@ -166,14 +166,8 @@ pub fn client_python() -> &'static str {
 /// `exe serve` of the real models named (name in requests, file in the model cache), its
 /// config written in `dir`.
 pub fn serve_real_models(exe: &str, dir: &std::path::Path, models: &[(&str, &str)]) -> Served {
-    let paths: Vec<(&str, std::path::PathBuf)> = models
-        .iter()
-        .map(|(name, file)| {
-            let p = crate::models_dir().join(file);
-            assert!(p.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", p.display());
-            (*name, p)
-        })
-        .collect();
+    let paths: Vec<(&str, std::path::PathBuf)> =
+        models.iter().map(|(name, file)| (*name, crate::real_model(file))).collect();
     let listed: Vec<(&str, &std::path::Path)> = paths.iter().map(|(n, p)| (*n, p.as_path())).collect();
     let config = dir.join("server.toml");
     std::fs::write(&config, models_toml(&listed)).unwrap();

@@ -9,7 +9,7 @@
 //! - a constraint that does not compile, or that nothing can meet, is one clear error.
 
 use infer_core::{Constraint, FinishReason, GenerateConfig, LoadConfig, SeqEvent, TextModel, TokenBytes};
-use infer_tests::{fixture, models_dir, Setup};
+use infer_tests::{fixture, real_model, Setup};
 use serde_json::{json, Value};
 
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
@@ -20,12 +20,6 @@ const TINY: [&str; 3] = ["qwen3/gqa", "gemma3/base", "llama3/plain"];
 fn load(setup: Setup, path: &std::path::Path) -> Box<dyn TextModel> {
     let cfg = LoadConfig { backend: Some(setup.backend().into()), ..LoadConfig::default() };
     setup.registry().unwrap().load_model(path, &cfg).unwrap_or_else(|e| panic!("{setup:?} {}: {e}", path.display()))
-}
-
-fn real(name: &str) -> std::path::PathBuf {
-    let p = models_dir().join(name);
-    assert!(p.exists(), "{} is missing: fetch the real models with tools/models/fetch.sh", p.display());
-    p
 }
 
 fn sampled(seed: u64, max_tokens: usize, constraint: Constraint) -> GenerateConfig {
@@ -53,7 +47,8 @@ fn run(model: &dyn TextModel, prompt: &str, cfg: &GenerateConfig) -> (Vec<u32>, 
 #[test]
 fn token_bytes_spell_what_decoding_writes() {
     let setup = Setup::CandleBuiltIn;
-    let paths: Vec<_> = [real(GEMMA), real(QWEN)].into_iter().chain(TINY.iter().map(|t| fixture(t))).collect();
+    let paths: Vec<_> =
+        [real_model(GEMMA), real_model(QWEN)].into_iter().chain(TINY.iter().map(|t| fixture(t))).collect();
     for path in paths {
         let model = load(setup, &path);
         let tok = model.tokenizer();
@@ -155,7 +150,7 @@ fn check_sum(text: &str, at: &str) {
 #[test]
 fn sampled_output_always_matches_its_constraint() {
     for setup in Setup::per_backend() {
-        let paths: Vec<_> = TINY.iter().map(|t| fixture(t)).chain([real(GEMMA), real(QWEN)]).collect();
+        let paths: Vec<_> = TINY.iter().map(|t| fixture(t)).chain([real_model(GEMMA), real_model(QWEN)]).collect();
         for path in &paths {
             let model = load(setup, path);
             for seed in 0..3 {
@@ -183,7 +178,7 @@ fn sampled_output_always_matches_its_constraint() {
 
 #[test]
 fn a_complete_match_ends_the_sequence() {
-    let model = load(Setup::CandleBuiltIn, &real(QWEN));
+    let model = load(Setup::CandleBuiltIn, &real_model(QWEN));
     // Nothing can follow `ok`: the sequence ends there even though EOS is ignored.
     let cfg = GenerateConfig { ignore_eos: true, ..sampled(1, 50, Constraint::Regex("ok".into())) };
     let (ids, text) = run(model.as_ref(), "Say ok:", &cfg);
